@@ -1,0 +1,1 @@
+"""The `prism` command line (thin: parse, build settings, call the stage)."""

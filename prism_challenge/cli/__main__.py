@@ -1,0 +1,3 @@
+from prism_challenge.cli.app import main
+
+main()

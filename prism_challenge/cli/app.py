@@ -1,0 +1,41 @@
+"""The `prism` command: one sub-command per thing a miner or an operator does (DESIGN §10)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from prism_challenge import __version__
+from prism_challenge.cli.config_cmd import config
+
+app = typer.Typer(
+    name="prism",
+    help="PRISM: measure a model's ability to learn from scratch.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"prism {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """PRISM: measure a model's ability to learn from scratch."""
+
+
+app.command("config")(config)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,159 @@
+"""Every configuration key of a PRISM node, grouped by the stage that reads it.
+
+Defaults are the demo / CI profile of DESIGN §11 (2 CPU cores, demo corpus, SQLite,
+bubblewrap, dry-run weights); `config.example.yaml` lists every key with the production
+value beside it. Unknown keys are errors, never silently ignored. Secrets are not keys:
+a key names the environment variable that holds the secret.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are refused so typos fail loudly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageSettings(Section):
+    url: str = "sqlite:///prism-data/prism.db"
+
+
+class ChainSettings(Section):
+    netuid: int = Field(1, ge=0)
+    network: str = "finney"
+    mode: Literal["local", "online"] = "local"
+    metagraph_file: Path | None = None
+    allow_any_hotkey: bool = True
+    sync_interval_s: float = Field(300.0, gt=0)
+
+
+class WalletSettings(Section):
+    name: str = "default"
+    hotkey: str = "default"
+    path: str = "~/.bittensor/wallets"
+
+
+class DataSettings(Section):
+    root: Path = Path("prism-data/data")
+    manifest: Path = Path("data_manifests/demo.json")
+
+
+class ChallengeSettings(Section):
+    seq_len: int = Field(128, ge=8, le=65536)
+    token_budget: int = Field(300_000, ge=1)
+    deadline_s: float = Field(300.0, gt=0)
+    param_cap: int = Field(150_000_000, ge=1)
+    val_tokens: int = Field(50_000, ge=1)
+    seed: int = 1337
+
+
+class IntakeSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    max_body_bytes: int = Field(262_144, ge=1024)
+    freshness_s: float = Field(300.0, gt=0)
+    rate_limit_count: int = Field(5, ge=1)
+    rate_limit_window_s: float = Field(3600.0, gt=0)
+
+
+class LlmSettings(Section):
+    enabled: bool = True
+    base_url: str = "https://openrouter.ai/api/v1"
+    model: str = "openai/gpt-4o-mini"
+    api_key_env: str = "OPENROUTER_API_KEY"
+    timeout_s: float = Field(60.0, gt=0)
+    backoff_s: float = Field(30.0, gt=0)
+    max_backoff_s: float = Field(3600.0, gt=0)
+
+
+class SandboxSettings(Section):
+    backend: Literal["bubblewrap", "docker", "none"] = "bubblewrap"
+    nproc_per_node: int = Field(1, ge=1, le=64)
+    memory_bytes: int = Field(8 * 2**30, ge=2**26)
+    pids_max: int = Field(256, ge=8)
+    disk_bytes: int = Field(2 * 2**30, ge=2**20)
+    output_bytes: int = Field(1 * 2**20, ge=4096)
+    startup_grace_s: float = Field(120.0, gt=0)
+    eval_time_s: float = Field(300.0, gt=0)
+    cpu_threads: int = Field(2, ge=1)
+    docker_image: str = "prism-challenge:latest"
+    gpus: list[str] = Field(default_factory=list)
+
+
+class ScoringSettings(Section):
+    epsilon_bpb: float = Field(0.001, ge=0)
+    dethrone_margin: float = Field(0.005, ge=0)
+    tail_fraction: float = Field(0.1, gt=0, le=1)
+    gap_penalty_start: float = Field(0.15, ge=0)
+    gap_zero: float = Field(0.5, ge=0)
+    step0_max_drop: float = Field(0.05, ge=0, lt=1)
+    audit_rel_tol: float = Field(1e-3, gt=0)
+    probe_abs_tol: float = Field(1e-4, gt=0)
+
+
+class WeightsSettings(Section):
+    dry_run: bool = True
+    burn_uid: int = Field(0, ge=0)
+    winner_share: float = Field(1.0, ge=0, le=1)
+    research_share: float = Field(0.0, ge=0, le=1)
+
+
+class ValidatorSettings(Section):
+    slots: int = Field(1, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    epoch_s: float = Field(60.0, gt=0)
+    poll_s: float = Field(1.0, gt=0)
+    work_dir: Path = Path("prism-data/runs")
+
+
+class Settings(BaseSettings):
+    """The whole node configuration. `mode: production` refuses debug-only choices.
+
+    Values come from (highest first) `PRISM_<SECTION>__<KEY>` environment variables, the
+    YAML file handed to `load_settings`, then the defaults above.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="PRISM_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    mode: Literal["local", "production"] = "local"
+    storage: StorageSettings = StorageSettings()
+    chain: ChainSettings = ChainSettings()
+    wallet: WalletSettings = WalletSettings()
+    data: DataSettings = DataSettings()
+    challenge: ChallengeSettings = ChallengeSettings()
+    intake: IntakeSettings = IntakeSettings()
+    llm: LlmSettings = LlmSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    scoring: ScoringSettings = ScoringSettings()
+    weights: WeightsSettings = WeightsSettings()
+    validator: ValidatorSettings = ValidatorSettings()
+
+    @model_validator(mode="after")
+    def _production_refuses_debug_backends(self) -> Settings:
+        if self.mode == "production" and self.sandbox.backend == "none":
+            raise ValueError(
+                "sandbox.backend 'none' runs miner code without isolation; it is for "
+                "debugging only and is refused when mode is 'production'"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML document arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)

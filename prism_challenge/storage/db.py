@@ -1,0 +1,66 @@
+"""The store: one SQLAlchemy engine per node, SQLite (WAL) by default, any URL accepted.
+
+SQLite is opened in WAL mode with a busy timeout so that the intake API and the evaluation
+workers (separate processes) can write concurrently without `database is locked` errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from prism_challenge.storage.migrations import migrate
+
+
+class Store:
+    """Owns the engine and hands out transactional sessions."""
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = 30_000) -> None:
+        parsed = make_url(url)
+        self.url = url
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(url, future=True)
+        if parsed.get_backend_name() == "sqlite":
+            _tune_sqlite(self.engine, busy_timeout_ms)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        migrate(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: committed on success, rolled back on any exception."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    # pysqlite's own transaction handling defers BEGIN until the first write, which lets two
+    # writers deadlock on upgrade; take the write lock up front with BEGIN IMMEDIATE instead.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

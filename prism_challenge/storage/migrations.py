@@ -1,0 +1,51 @@
+"""Versioned schema migrations: an ordered list of steps, each run once per store.
+
+`schema_version` holds the version reached. A step is a function of a connection; new
+steps are appended, never edited, so that every existing store can be brought forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine, inspect, select
+
+from prism_challenge.storage.tables import Base, SchemaVersion
+
+
+def _v1_initial(conn: Connection) -> None:
+    Base.metadata.create_all(conn)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial]
+LATEST = len(MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The store was written by a newer PRISM; refuse rather than corrupt it."""
+
+
+def current_version(conn: Connection) -> int:
+    if not inspect(conn).has_table(SchemaVersion.__tablename__):
+        return 0
+    return conn.execute(select(SchemaVersion.version).where(SchemaVersion.id == 1)).scalar() or 0
+
+
+def migrate(engine: Engine) -> int:
+    """Bring the store to LATEST inside one transaction; returns the version reached."""
+    with engine.begin() as conn:
+        version = current_version(conn)
+        if version > LATEST:
+            raise SchemaTooNew(f"store schema v{version} is newer than this PRISM (v{LATEST})")
+        for step in MIGRATIONS[version:]:
+            step(conn)
+        if version < LATEST:
+            if version == 0:
+                conn.execute(SchemaVersion.__table__.insert().values(id=1, version=LATEST))
+            else:
+                conn.execute(
+                    SchemaVersion.__table__.update()
+                    .where(SchemaVersion.id == 1)
+                    .values(version=LATEST)
+                )
+    return LATEST

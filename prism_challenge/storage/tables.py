@@ -1,0 +1,91 @@
+"""The relational schema of a PRISM node (SQLAlchemy 2 declarative tables).
+
+One table per fact: submissions and their lifecycle, intake nonces, run records (one per
+attempt), final scores. Stages add their tables here so that one migration list covers the
+whole store.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SchemaVersion(Base):
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class Submission(Base):
+    """A bundle a hotkey submitted and where it is on the path of DESIGN §1."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True, nullable=False, index=True)
+    hotkey: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    accepted_at: Mapped[float] = mapped_column(Float, nullable=False)
+    block: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+    not_before: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    reviewed: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
+    name: Mapped[str | None] = mapped_column(String(200))
+    bundle: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+
+
+class Nonce(Base):
+    """A nonce seen from a hotkey; kept for the freshness window to refuse replays."""
+
+    __tablename__ = "nonces"
+    __table_args__ = (UniqueConstraint("hotkey", "nonce"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    hotkey: Mapped[str] = mapped_column(String(64), nullable=False)
+    nonce: Mapped[str] = mapped_column(String(128), nullable=False)
+    seen_at: Mapped[float] = mapped_column(Float, nullable=False, index=True)
+
+
+class RunRecord(Base):
+    """The challenge-authored record of one attempt to re-execute a submission."""
+
+    __tablename__ = "run_records"
+    __table_args__ = (UniqueConstraint("submission_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    record: Mapped[dict] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class Score(Base):
+    """The final score of a submission (exactly one row per scored submission)."""
+
+    __tablename__ = "scores"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    bpb: Mapped[float] = mapped_column(Float, nullable=False)
+    heldout_delta: Mapped[float] = mapped_column(Float, nullable=False)
+    eligible: Mapped[bool] = mapped_column(nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    corpus: Mapped[str] = mapped_column(String(32), nullable=False)
+    detail: Mapped[dict] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
