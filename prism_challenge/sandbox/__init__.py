@@ -1,0 +1,1 @@
+"""Sandboxed re-execution: harness (inside), feeder and backends (outside), run record."""

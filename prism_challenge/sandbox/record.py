@@ -1,0 +1,126 @@
+"""The run record: the challenge-authored account of one re-execution (DESIGN §6-7).
+
+It is assembled outside the miner's process (by the feeder and the eval sandbox's output)
+and is the only input of scoring and of the research registry. Versioned: readers refuse a
+version they do not know.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_VERSION = 1
+
+ExitReason = Literal[
+    "ok",  # train() returned and the final weights were saved
+    "budget",  # the token budget ran out and the harness stopped the run cleanly
+    "deadline",  # wall-clock deadline hit; the rest of the budget is charged
+    "memory",  # memory limit hit, process tree killed
+    "pids",  # process limit hit (fork bomb), process tree killed
+    "disk",  # scratch-space limit hit
+    "crash",  # the miner's code raised or a process died
+    "contract",  # build_model/train broke the contract (bad output shape, over the cap...)
+    "infra",  # the validator's side failed (retryable)
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BatchEntry(Model):
+    """One scored batch, as the harness reported it and the feeder counted it."""
+
+    step: int = Field(ge=0)
+    rank: int = Field(0, ge=0)
+    offset_row: int = Field(ge=0)  # first row of the batch in the train stream
+    rows: int = Field(ge=1)
+    tokens: int = Field(ge=0)  # scored (non-separator) target tokens, counted by the feeder
+    bytes: int = Field(ge=0)  # UTF-8 bytes of those tokens, counted by the feeder
+    nats: float  # summed cross-entropy reported by the harness for this batch
+    t: float = Field(ge=0)  # seconds since the train sandbox started when it was reported
+
+
+class Budget(Model):
+    rows: int = Field(ge=0)
+    tokens: int = Field(ge=0)  # target tokens in the budget (rows * seq_len)
+    scored_tokens: int = Field(ge=0)  # of which non-separator
+    bytes: int = Field(ge=0)
+
+
+class Consumed(Model):
+    rows: int = Field(ge=0)
+    scored_tokens: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    nats: float
+
+
+class OptimizerAxis(Model):
+    cls: str
+    hparams: dict[str, float | int | bool | str | None | list[float]]
+
+
+class MeasuredAxes(Model):
+    """What the harness observed about the submission (the registry's measured axes)."""
+
+    param_count: int = Field(ge=0)
+    layer_count: int = Field(ge=0)
+    module_census: dict[str, int]
+    optimizers: list[OptimizerAxis] = []
+    batch_size: int | None = None
+    precision: str = "fp32"
+    compile: bool = False
+    world_size: int = 1
+
+
+class AuditEntry(Model):
+    step: int
+    rank: int = 0
+    recorded_nats: float
+    recomputed_nats: float | None = None
+    ok: bool | None = None
+
+
+class ProbeResult(Model):
+    ok: bool
+    max_abs_diff: float
+    positions: list[int]
+
+
+class EvalResult(Model):
+    """What the eval sandbox (architecture.py only) measured."""
+
+    val_bpb_trained: float | None = None
+    val_bpb_twin: float | None = None
+    val_tokens: int = 0
+    val_bytes: int = 0
+    twin_step0_nats_per_token: float | None = None
+    uniform_nats_per_token: float  # ln(vocab_size): what a know-nothing model pays
+    probe_trained: ProbeResult | None = None
+    probe_twin: ProbeResult | None = None
+    exit_reason: ExitReason = "ok"
+    detail: str = ""
+
+
+class RunRecord(Model):
+    version: Literal[1] = RECORD_VERSION
+    digest: str
+    corpus: str  # "demo" or "fineweb-edu" (from the data MANIFEST)
+    manifest_sha256: str
+    vocab_size: int = Field(ge=2)
+    seq_len: int = Field(ge=1)
+    param_cap: int = Field(ge=1)
+    budget: Budget
+    consumed: Consumed
+    batches: list[BatchEntry]
+    axes: MeasuredAxes | None = None
+    audits: list[AuditEntry] = []
+    eval: EvalResult | None = None
+    exit_reason: ExitReason
+    exit_detail: str = ""
+    limits_hit: list[str] = []
+    startup_s: float = 0.0
+    train_s: float = 0.0
+    eval_s: float = 0.0
