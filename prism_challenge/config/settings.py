@@ -105,6 +105,43 @@ class WeightsSettings(Section):
     research_share: float = Field(0.0, ge=0, le=1)
 
 
+class RegistrySettings(Section):
+    """The research registry (DESIGN §9); the statistics' constants are in docs/registry.md."""
+
+    decide_prob: float = Field(0.90, gt=0.5, lt=1)
+    min_n: int = Field(10, ge=1)
+    support_theta: float = Field(0.6, gt=0, lt=1)
+    refute_theta: float = Field(0.4, gt=0, lt=1)
+    rope_low: float = Field(0.45, gt=0, lt=1)
+    rope_high: float = Field(0.55, gt=0, lt=1)
+    tie_bpb: float = Field(0.002, ge=0)
+    ref_window: int = Field(16, ge=1)
+    ref_min: int = Field(3, ge=1)
+    match_axes: list[str] = Field(default_factory=lambda: ["params"])
+    temperature: float = Field(0.25, gt=0)
+    credibility_n: int = Field(12, ge=1)
+    indecision_half_life: float = Field(20.0, gt=0)
+    sprint_trigger: float = Field(0.75, gt=0.5, lt=1)
+    sprint_share: float = Field(0.5, ge=0, le=1)
+    sprint_max_streak: int = Field(10, ge=0)
+    near_miss: float = Field(0.75, gt=0.5, lt=1)
+    min_importance: float = Field(0.15, ge=0, le=1)
+    near_duplicate_ratio: float = Field(0.85, gt=0, le=1)
+    stall_window: int = Field(50, ge=1)
+    axis_recurrence: int = Field(2, ge=1)
+    canary_share: float = Field(0.05, ge=0, lt=1)
+    canary_n: int = Field(20, ge=1)
+    checkpoint_every: int = Field(100, ge=1)
+    credit_window: int = Field(500, ge=1)
+    max_proposals: int = Field(5, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered_bounds(self) -> RegistrySettings:
+        if not self.refute_theta <= self.rope_low < self.rope_high <= self.support_theta:
+            raise ValueError("need refute_theta <= rope_low < rope_high <= support_theta")
+        return self
+
+
 class ValidatorSettings(Section):
     slots: int = Field(1, ge=1)
     max_attempts: int = Field(3, ge=1)
@@ -136,6 +173,7 @@ class Settings(BaseSettings):
     scoring: ScoringSettings = ScoringSettings()
     weights: WeightsSettings = WeightsSettings()
     validator: ValidatorSettings = ValidatorSettings()
+    registry: RegistrySettings = RegistrySettings()
 
     @model_validator(mode="after")
     def _production_refuses_debug_backends(self) -> Settings:
