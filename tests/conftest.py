@@ -22,3 +22,23 @@ def store(tmp_path) -> Store:
     s = Store(f"sqlite:///{tmp_path / 'prism.db'}")
     yield s
     s.close()
+
+
+@pytest.fixture
+def live_server():
+    """Serve FastAPI apps on a real uvicorn server on 127.0.0.1 (a free port each).
+
+    Returns `start(app) -> base_url`; every server started is stopped at teardown.
+    """
+    from prism_challenge.api.server import ApiServer
+
+    servers: list[ApiServer] = []
+
+    def start(app) -> str:
+        server = ApiServer(app)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -8,6 +8,7 @@ import typer
 
 from prism_challenge import __version__
 from prism_challenge.cli.config_cmd import config
+from prism_challenge.cli.submit_cmd import submit
 
 app = typer.Typer(
     name="prism",
@@ -35,6 +36,7 @@ def _root(
 
 
 app.command("config")(config)
+app.command("submit")(submit)
 
 
 def main() -> None:

@@ -1,0 +1,35 @@
+"""The validator's HTTP API: one FastAPI app, one router per stage (DESIGN §10).
+
+Each stage owns its routes in its own package as `build(deps) -> APIRouter`; adding a stage's
+API is one line in `ROUTERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, FastAPI
+
+from prism_challenge import __version__
+from prism_challenge.api import health
+from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.errors import install_error_handlers
+from prism_challenge.intake import routes as intake_routes
+
+ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
+    health.build,
+    intake_routes.build,
+)
+
+
+def create_app(deps: ApiDeps) -> FastAPI:
+    app = FastAPI(
+        title="PRISM validator",
+        version=__version__,
+        description="Signed submissions, their status, and the node's public state.",
+    )
+    install_error_handlers(app)
+    for build in ROUTERS:
+        app.include_router(build(deps))
+    app.state.deps = deps
+    return app

@@ -1,0 +1,20 @@
+"""What every router is built from: passed explicitly, never module-level state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.config.settings import Settings
+from prism_challenge.storage import Store
+
+
+@dataclass(frozen=True)
+class ApiDeps:
+    settings: Settings
+    store: Store
+    metagraph: MetagraphView
+    # Injected so that tests can move time (freshness, rate-limit windows) without sleeping.
+    clock: Callable[[], float] = time.time
