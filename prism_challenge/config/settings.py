@@ -89,7 +89,7 @@ class SandboxSettings(Section):
 
 class ScoringSettings(Section):
     epsilon_bpb: float = Field(0.001, ge=0)
-    dethrone_margin: float = Field(0.005, ge=0)
+    dethrone_margin: float = Field(0.005, ge=0, lt=1)
     tail_fraction: float = Field(0.1, gt=0, le=1)
     gap_penalty_start: float = Field(0.15, ge=0)
     gap_zero: float = Field(0.5, ge=0)
@@ -97,12 +97,24 @@ class ScoringSettings(Section):
     audit_rel_tol: float = Field(1e-3, gt=0)
     probe_abs_tol: float = Field(1e-4, gt=0)
 
+    @model_validator(mode="after")
+    def _gap_thresholds_ordered(self) -> ScoringSettings:
+        if self.gap_zero <= self.gap_penalty_start:
+            raise ValueError("scoring.gap_zero must be greater than scoring.gap_penalty_start")
+        return self
+
 
 class WeightsSettings(Section):
     dry_run: bool = True
     burn_uid: int = Field(0, ge=0)
     winner_share: float = Field(1.0, ge=0, le=1)
     research_share: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> WeightsSettings:
+        if self.winner_share + self.research_share > 1 + 1e-12:
+            raise ValueError("weights.winner_share + weights.research_share must not exceed 1")
+        return self
 
 
 class RegistrySettings(Section):

@@ -1,0 +1,167 @@
+"""Ranking scored submissions and deriving the leader (DESIGN §7, last bullet).
+
+Pure functions over `Entry` values. The ranking key is (bpb on an epsilon grid, larger
+held-out delta, earlier acceptance). The leader is not stored anywhere: it is derived by
+replaying the eligible submissions in the order they were accepted, where a challenger takes
+the lead only if it ranks ahead of the leader AND its bpb is at least `dethrone_margin`
+(relative) below the leader's. The same scores therefore always give the same leader.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Entry(_Frozen):
+    """One scored submission as the leaderboard sees it."""
+
+    submission_id: int
+    hotkey: str
+    digest: str
+    name: str | None = None
+    accepted_at: float
+    block: int | None = None
+    bpb: float
+    heldout_delta: float
+    eligible: bool
+    reason: str | None = None
+    corpus: str
+    unreviewed: bool = False  # scored without an LLM review (llm.enabled: false)
+    scored_at: float = 0.0
+
+
+class Standing(_Frozen):
+    rank: int
+    leader: bool
+    entry: Entry
+
+
+class LeaderChange(_Frozen):
+    """A moment the lead changed hands during the replay."""
+
+    submission_id: int
+    hotkey: str
+    bpb: float
+    accepted_at: float
+    previous_submission_id: int | None
+
+
+class Leaderboard(_Frozen):
+    corpus: str | None
+    epsilon_bpb: float
+    dethrone_margin: float
+    leader: Entry | None
+    standings: list[Standing]  # each hotkey's best eligible submission, best first
+    ineligible: list[Entry]  # each hotkey's latest ineligible submission, with its reason
+    history: list[LeaderChange]
+
+
+def grid(bpb: float, epsilon: float) -> float:
+    """The epsilon-grid cell of a bpb (a tiny nudge keeps 0.3/0.1 in cell 3, not 2)."""
+    if epsilon <= 0:
+        return bpb
+    return float(math.floor(bpb / epsilon + 1e-9))
+
+
+def rank_key(entry: Entry, epsilon: float) -> tuple:
+    """Smaller is better: grid cell, then larger held-out delta, then earliest, then id."""
+    return (grid(entry.bpb, epsilon), -entry.heldout_delta, entry.accepted_at, entry.submission_id)
+
+
+def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float) -> bool:
+    """Ranks ahead of the leader and beats its bpb by the relative margin."""
+    return (
+        rank_key(challenger, epsilon) < rank_key(leader, epsilon)
+        and challenger.bpb <= (1.0 - margin) * leader.bpb
+    )
+
+
+def replay_leader(
+    entries: Iterable[Entry], *, epsilon: float, margin: float
+) -> tuple[Entry | None, list[LeaderChange]]:
+    """Replay eligible entries in accepted order; return the leader and every change of lead."""
+    leader: Entry | None = None
+    history: list[LeaderChange] = []
+    for entry in sorted(
+        (e for e in entries if e.eligible), key=lambda e: (e.accepted_at, e.submission_id)
+    ):
+        if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin):
+            history.append(
+                LeaderChange(
+                    submission_id=entry.submission_id,
+                    hotkey=entry.hotkey,
+                    bpb=entry.bpb,
+                    accepted_at=entry.accepted_at,
+                    previous_submission_id=None if leader is None else leader.submission_id,
+                )
+            )
+            leader = entry
+    return leader, history
+
+
+def best_per_hotkey(entries: Iterable[Entry], epsilon: float) -> list[Entry]:
+    """Each hotkey's best eligible entry, best first."""
+    best: dict[str, Entry] = {}
+    for e in entries:
+        if e.eligible and (
+            e.hotkey not in best or rank_key(e, epsilon) < rank_key(best[e.hotkey], epsilon)
+        ):
+            best[e.hotkey] = e
+    return sorted(best.values(), key=lambda e: rank_key(e, epsilon))
+
+
+def latest_corpus(entries: Iterable[Entry]) -> str | None:
+    """The corpus of the most recent score: what this validator scores on now."""
+    latest = max(entries, key=lambda e: (e.scored_at, e.submission_id), default=None)
+    return None if latest is None else latest.corpus
+
+
+def build_leaderboard(
+    entries: Iterable[Entry],
+    *,
+    epsilon: float,
+    margin: float,
+    corpus: str | None = None,
+    hotkeys: Collection[str] | None = None,
+) -> Leaderboard:
+    """The leaderboard of one corpus (default: the latest one scored).
+
+    Scores on different corpora are never compared. `hotkeys`, when given, restricts the
+    competition to those hotkeys (the registered ones, when computing weights), so a
+    deregistered leader hands the lead to whoever the replay picks without it.
+    """
+    entries = list(entries)
+    if corpus is None:
+        corpus = latest_corpus(entries)
+    pool = [
+        e for e in entries if e.corpus == corpus and (hotkeys is None or e.hotkey in hotkeys)
+    ]
+    leader, history = replay_leader(pool, epsilon=epsilon, margin=margin)
+    standings = [
+        Standing(
+            rank=i + 1,
+            leader=leader is not None and e.hotkey == leader.hotkey,
+            entry=e,
+        )
+        for i, e in enumerate(best_per_hotkey(pool, epsilon))
+    ]
+    latest_bad: dict[str, Entry] = {}
+    for e in sorted(pool, key=lambda e: (e.accepted_at, e.submission_id)):
+        if not e.eligible:
+            latest_bad[e.hotkey] = e
+    return Leaderboard(
+        corpus=corpus,
+        epsilon_bpb=epsilon,
+        dethrone_margin=margin,
+        leader=leader,
+        standings=standings,
+        ineligible=sorted(latest_bad.values(), key=lambda e: -e.accepted_at),
+        history=history,
+    )

@@ -1,0 +1,22 @@
+"""`GET /v1/leaderboard`: the standings as JSON, read from the store on every request."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from prism_challenge.api.deps import ApiDeps
+from prism_challenge.scoring.leaderboard import Leaderboard
+from prism_challenge.scoring.queries import load_leaderboard
+
+CORPUS_HELP = "Corpus to rank (demo or fineweb-edu); default: the one scored most recently."
+
+
+def build(deps: ApiDeps) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["scoring"])
+
+    @router.get("/leaderboard", response_model=Leaderboard)
+    def leaderboard(corpus: str | None = Query(None, description=CORPUS_HELP)) -> Leaderboard:
+        with deps.store.session() as session:
+            return load_leaderboard(session, deps.settings.scoring, corpus=corpus)
+
+    return router

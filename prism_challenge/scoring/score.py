@@ -1,0 +1,86 @@
+"""From one run record to one score: the measures, the penalty and the gates together."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from prism_challenge.config.settings import ScoringSettings
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.scoring import measures
+from prism_challenge.scoring.gates import gate_reasons
+from prism_challenge.scoring.penalty import penalised_bpb, penalty_fraction
+
+
+class ScoreResult(BaseModel):
+    """The verdict on one run. `eligible` is exactly `not reasons`.
+
+    `bpb` is what ranks: the prequential bpb over the budget after the gap penalty, or the
+    know-nothing `uniform_bpb` when the measured value is not finite. Optional measures
+    are None when the record cannot provide them (never NaN, so the result is valid JSON).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bpb: float
+    prequential_bpb: float | None
+    uniform_bpb: float
+    tail_bpb: float | None
+    heldout_delta: float | None
+    gap: float | None
+    penalty: float  # fraction of the way to uniform_bpb, in [0, 1]
+    eligible: bool
+    reasons: list[str]
+    notes: list[str]
+    unconsumed_tokens: int
+    exit_reason: str
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
+    """Score a run record; raises `ScoringError` for a record that is not scorable at all."""
+    if record.exit_reason == "infra":
+        raise measures.ScoringError(
+            "an 'infra' run failed on the validator's side; retry it instead of scoring it"
+        )
+    measured = _finite(measures.prequential_bpb(record))
+    uniform = measures.uniform_bpb(record)
+    gap = _finite(measures.memorisation_gap(record, settings.tail_fraction))
+    fraction = penalty_fraction(gap, settings.gap_penalty_start, settings.gap_zero)
+    reasons = gate_reasons(record, settings)
+    notes = []
+    unconsumed = measures.unconsumed_tokens(record)
+    if unconsumed:
+        notes.append(
+            f"{unconsumed:,} unconsumed tokens charged at log2({record.vocab_size}) bits each "
+            f"(exit: {record.exit_reason})"
+        )
+    if gap is not None and gap >= settings.gap_zero:
+        reasons.append(
+            f"gap: trained val bpb is {gap:.4f} above the stream tail's bpb "
+            f"(zeroed at {settings.gap_zero:g}): memorised or tampered stream"
+        )
+    elif fraction > 0:
+        notes.append(
+            f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
+            "way to the know-nothing score"
+        )
+    bpb = uniform if measured is None else penalised_bpb(measured, uniform, fraction)
+    return ScoreResult(
+        bpb=bpb,
+        prequential_bpb=measured,
+        uniform_bpb=uniform,
+        tail_bpb=_finite(measures.tail_bpb(record, settings.tail_fraction)),
+        heldout_delta=_finite(measures.heldout_delta(record)),
+        gap=gap,
+        penalty=fraction,
+        eligible=not reasons,
+        reasons=reasons,
+        notes=notes,
+        unconsumed_tokens=unconsumed,
+        exit_reason=record.exit_reason,
+    )

@@ -1,0 +1,87 @@
+import json
+import math
+
+import pytest
+from conftest import make_record, with_eval
+
+from prism_challenge.config.settings import ScoringSettings
+from prism_challenge.scoring import ScoringError, score_record
+from prism_challenge.scoring.penalty import penalised_bpb, penalty_fraction
+
+LN2 = math.log(2)
+PREQ = (3820 / LN2 + 1600) / 2000  # see conftest: 3.5555475...
+TAIL = 800 / LN2 / 400  # last 10% of the stream = the last batch
+UNIFORM = 8 * 1000 / 2000  # 4.0
+
+
+@pytest.mark.parametrize(
+    ("gap", "fraction"),
+    [(None, 0.0), (-1.0, 0.0), (0.15, 0.0), (0.2, 0.05 / 0.35), (0.325, 0.5), (0.5, 1.0), (9, 1.0)],
+)
+def test_penalty_fraction_is_linear_between_start_and_zero(gap, fraction):
+    assert penalty_fraction(gap, 0.15, 0.5) == pytest.approx(fraction, abs=1e-12)
+
+
+def test_penalised_bpb_slides_towards_uniform_and_never_rewards():
+    assert penalised_bpb(2.0, 4.0, 0.25) == pytest.approx(2.5, abs=1e-12)
+    assert penalised_bpb(2.0, 4.0, 1.0) == pytest.approx(4.0, abs=1e-12)
+    assert penalised_bpb(5.0, 4.0, 0.5) == 5.0  # worse than uniform: no "improvement"
+
+
+def test_honest_record_scores_its_prequential_bpb(settings):
+    result = score_record(make_record(), settings)
+    assert result.eligible and result.reasons == []
+    assert result.bpb == pytest.approx(PREQ, abs=1e-9)
+    assert result.prequential_bpb == pytest.approx(PREQ, abs=1e-9)
+    assert result.uniform_bpb == pytest.approx(UNIFORM, abs=1e-12)
+    assert result.tail_bpb == pytest.approx(TAIL, abs=1e-9)
+    assert result.gap == pytest.approx(3.0 - TAIL, abs=1e-9)
+    assert result.heldout_delta == pytest.approx(5.1, abs=1e-12)
+    assert result.penalty == 0.0
+    assert result.unconsumed_tokens == 200
+    assert result.notes == ["200 unconsumed tokens charged at log2(256) bits each (exit: deadline)"]
+
+
+def test_gap_between_thresholds_inflates_bpb(settings):
+    result = score_record(with_eval(make_record(), val_bpb_trained=TAIL + 0.3), settings)
+    f = (0.3 - 0.15) / (0.5 - 0.15)
+    assert result.eligible
+    assert result.penalty == pytest.approx(f, abs=1e-9)
+    assert result.bpb == pytest.approx(PREQ + f * (UNIFORM - PREQ), abs=1e-9)
+    assert any(n.startswith("gap 0.3000 > 0.15") for n in result.notes)
+
+
+def test_gap_past_zero_threshold_zeroes(settings):
+    result = score_record(with_eval(make_record(), val_bpb_trained=TAIL + 0.5 + 1e-6), settings)
+    assert not result.eligible
+    assert result.penalty == 1.0
+    assert result.bpb == pytest.approx(UNIFORM, abs=1e-12)
+    assert [r.split(":")[0] for r in result.reasons] == ["gap"]
+
+
+def test_tail_fraction_setting_is_used():
+    s = ScoringSettings(tail_fraction=0.5)
+    result = score_record(make_record(), s)
+    assert result.tail_bpb == pytest.approx(1700 / LN2 / 800, abs=1e-9)
+
+
+def test_non_finite_record_is_ineligible_scores_uniform_and_stays_valid_json(settings):
+    rec = make_record()
+    batches = [*rec.batches[:3], rec.batches[3].model_copy(update={"nats": float("nan")})]
+    nan = make_record(batches=batches, consumed=rec.consumed.model_copy(update={"nats": math.nan}))
+    result = score_record(nan, settings)
+    assert not result.eligible
+    assert result.prequential_bpb is None and result.tail_bpb is None and result.gap is None
+    assert result.bpb == UNIFORM
+    assert result.reasons[0].startswith("non_finite:")
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+
+
+def test_crash_is_charged_not_zeroed(settings):
+    result = score_record(make_record(exit_reason="crash"), settings)
+    assert result.eligible and result.bpb == pytest.approx(PREQ, abs=1e-9)
+
+
+def test_infra_failure_is_not_scorable(settings):
+    with pytest.raises(ScoringError, match="infra"):
+        score_record(make_record(exit_reason="infra"), settings)
