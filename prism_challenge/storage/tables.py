@@ -89,3 +89,55 @@ class Score(Base):
     corpus: Mapped[str] = mapped_column(String(32), nullable=False)
     detail: Mapped[dict] = mapped_column(JSON, nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class RegistryEvent(Base):
+    """The research registry's ledger: every fact it learned, in order (DESIGN §9).
+
+    `key` makes observing the same submission (or proposing the same thing in the same
+    cycle) twice a no-op; the registry's state is a fold of these rows by `seq`.
+    """
+
+    __tablename__ = "registry_events"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    payload: Mapped[dict] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class RegistrySnapshot(Base):
+    """The folded registry state after event `seq` (one row), so observing costs one step."""
+
+    __tablename__ = "registry_snapshot"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False)
+    digest: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
+class RegistryHypothesis(Base):
+    """A hypothesis as it stands now (materialised from the snapshot for queries)."""
+
+    __tablename__ = "registry_hypotheses"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    statement: Mapped[str] = mapped_column(Text, nullable=False)
+    origin: Mapped[str] = mapped_column(String(16), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    archived: Mapped[bool] = mapped_column(nullable=False)
+    wins: Mapped[int] = mapped_column(Integer, nullable=False)
+    losses: Mapped[int] = mapped_column(Integer, nullable=False)
+    detail: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
+class RegistryCheckpoint(Base):
+    """A journal entry every `registry.checkpoint_every` scored submissions."""
+
+    __tablename__ = "registry_checkpoints"
+
+    at: Mapped[int] = mapped_column(Integer, primary_key=True)
+    entry: Mapped[dict] = mapped_column(JSON, nullable=False)

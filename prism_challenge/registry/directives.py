@@ -1,0 +1,148 @@
+"""Directives: program.md (immutable charter + one mutable block) and its JSON twin.
+
+Both are pure functions of the state: numbers are printed at fixed precision, lists are
+sorted by id, and no clock is read, so the same ledger always yields the same bytes and
+the same sha256 digest (served as `X-Prism-Program-Digest`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from prism_challenge.registry.allocation import Allocation, allocate
+from prism_challenge.registry.hypotheses import SingleFactor, Threshold, cell_assignment
+from prism_challenge.registry.state import HypState, RegistryState, terms_of
+
+START = "<!-- BAD_PI_MUTABLE_START -->"
+END = "<!-- BAD_PI_MUTABLE_END -->"
+
+CHARTER = """# PRISM research program
+
+PRISM scores how well a model *learns from scratch*: the validator re-runs your
+`training.py` on a locked token stream and charges every token at the loss your model had
+before it trained on it (prequential bits per byte). Lower is better.
+
+Every scored submission is also an experiment. The registry below keeps falsifiable claims
+about design axes and judges each claim only by *matched contrasts*: your run against the
+recent runs of other miners that differ from yours in the claim's axis and share your
+parameter-count bucket. Declare the axes you chose in `prism.toml` under `[axes]`; the
+harness measures parameter count, layers, optimiser, learning rate, batch size, precision
+and compile itself, and a declaration that contradicts a measurement is flagged.
+
+This charter does not change. Only the block between the markers below is rewritten, from
+evidence, after every scored submission.
+"""
+
+
+def recipe_of(h: HypState) -> dict[str, str]:
+    """What a decided claim tells a miner to set (empty for interactions)."""
+    if isinstance(h.spec, SingleFactor | Threshold):
+        cell = "T" if h.status == "supported" else "C"
+        return cell_assignment(h.spec, cell)
+    return {}
+
+
+def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> dict:
+    alloc = alloc or allocate(state, cfg)
+    explore, settled, near, open_cells, recipe = [], [], [], [], {}
+    for h in sorted(state.hypotheses.values(), key=lambda x: x.id):
+        t = terms_of(h, cfg)
+        row = {
+            "id": h.id,
+            "kind": h.spec.kind,
+            "statement": h.statement,
+            "status": h.status,
+            "n": t.n,
+            "mean": round(t.mean, 4),
+            "ci90": [round(t.ci90[0], 4), round(t.ci90[1], 4)],
+            "p_support": round(t.p_support, 4),
+            "p_refute": round(t.p_refute, 4),
+        }
+        if h.status != "active":
+            row["recipe"] = recipe_of(h)
+            settled.append(row)
+            for axis, arm in row["recipe"].items():
+                recipe.setdefault(axis, arm)
+            continue
+        if h.archived:
+            continue
+        row["share"] = round(alloc.shares.get(h.id, 0.0), 4)
+        row["sprint"] = alloc.sprint == h.id
+        row["canary"] = h.canary_axis is not None
+        row["cells"] = [
+            {"stratum": c["stratum"], "counts": c["counts"], "open": c["open"],
+             "set": {x: cell_assignment(h.spec, x) for x in c["open"]}}
+            for c in alloc.cells.get(h.id, [])
+        ]
+        explore.append(row)
+        for c in row["cells"]:
+            for cell in c["open"]:
+                open_cells.append({"hypothesis": h.id, "stratum": c["stratum"],
+                                   "set": cell_assignment(h.spec, cell)})
+        if t.n >= 1 and max(t.p_support, t.p_refute) >= cfg.near_miss:
+            near.append({"id": h.id, "statement": h.statement, "n": t.n,
+                         "p_support": row["p_support"], "p_refute": row["p_refute"]})
+    explore.sort(key=lambda r: (-r["share"], r["id"]))
+    return {
+        "version": 1,
+        "observations": state.n_obs,
+        "eligible": state.n_eligible,
+        "best_bpb": None if state.best_bpb is None else round(state.best_bpb, 6),
+        "stall_cycle": state.stall_cycle,
+        "recipe": dict(sorted(recipe.items())),
+        "explore": explore,
+        "settled": settled,
+        "open_cells": open_cells,
+        "near_misses": near,
+        "axes": [{"name": a.name, "kind": a.kind, "arms": a.arms,
+                  "status": state.axis_status[a.name]} for a in state.axes],
+    }
+
+
+def _mutable_block(doc: dict) -> str:
+    out = [f"## State after {doc['observations']} scored submissions "
+           f"({doc['eligible']} eligible)", ""]
+    if doc["best_bpb"] is not None:
+        out += [f"Best bpb so far: {doc['best_bpb']:.4f}.", ""]
+    out += ["### Explore (share of your next submissions)", ""]
+    for r in doc["explore"] or []:
+        tag = " **[decision sprint]**" if r["sprint"] else (" [canary]" if r["canary"] else "")
+        out.append(f"- {r['share'] * 100:.1f}% {r['id']}: {r['statement']}{tag} "
+                   f"(n={r['n']}, P(theta>0.6)={r['p_support']:.2f}, "
+                   f"P(theta<0.4)={r['p_refute']:.2f})")
+    if not doc["explore"]:
+        out.append("- nothing active")
+    out += ["", "### Settled", ""]
+    for r in doc["settled"]:
+        rec = ", ".join(f"{k}={v}" for k, v in r["recipe"].items()) or "see statement"
+        out.append(f"- {r['id']} {r['status']}: {r['statement']} -> use {rec} (n={r['n']})")
+    if not doc["settled"]:
+        out.append("- nothing yet")
+    out += ["", "### Open test cells (a run here unlocks evidence)", ""]
+    for c in doc["open_cells"][:20]:
+        sets = ", ".join(f"{k}={v}" for k, v in c["set"].items())
+        out.append(f"- {c['hypothesis']}: {sets} at {c['stratum']}")
+    if not doc["open_cells"]:
+        out.append("- none")
+    out += ["", "### Near misses (close to a decision)", ""]
+    for r in doc["near_misses"]:
+        out.append(f"- {r['id']}: {r['statement']} (n={r['n']}, support {r['p_support']:.2f}, "
+                   f"refute {r['p_refute']:.2f})")
+    if not doc["near_misses"]:
+        out.append("- none")
+    return "\n".join(out)
+
+
+def render_program(state: RegistryState, cfg) -> tuple[str, str, dict]:
+    """(program.md text, its sha256 hex digest, the JSON document carrying the digest)."""
+    doc = program_json(state, cfg)
+    text = f"{CHARTER}\n{START}\n{_mutable_block(doc)}\n{END}\n"
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text, digest, {**doc, "digest": digest}
+
+
+def mutable_block(text: str) -> str:
+    """The rewritten part of a program.md (ValueError when the markers are missing)."""
+    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
+        raise ValueError("program.md must hold exactly one mutable block")
+    return text[text.index(START) + len(START): text.index(END)]

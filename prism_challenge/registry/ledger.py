@@ -1,0 +1,227 @@
+"""The fold: `apply(state, kind, payload, cfg)` is the only thing that changes the state.
+
+Ledger events (stored in order in `registry_events`):
+- ``hypothesis``   a gated claim enters (seed, LLM or canary);
+- ``observation``  one scored submission with its axis reading, taken when it was observed;
+- ``axis_proposal`` an LLM's new axis, proposed in a given stall cycle.
+Replaying the same events from `RegistryState()` gives the same state, hence the same
+program.md and digest: nothing here reads a clock or draws a random number.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prism_challenge.registry.allocation import allocate
+from prism_challenge.registry.axes import AxisReading, AxisSpec
+from prism_challenge.registry.beta import status_of
+from prism_challenge.registry.evidence import match, outcome, queue_key, stratum_of
+from prism_challenge.registry.hypotheses import (
+    SPEC_ADAPTER,
+    SingleFactor,
+    canonical_key,
+    cell_of,
+    check_against,
+)
+from prism_challenge.registry.state import (
+    AxisProposalState,
+    Checkpoint,
+    HypState,
+    RegistryState,
+    terms_of,
+)
+
+RECENT = 256
+FILL_POINTS = 1.0
+DECIDE_POINTS = 3.0
+
+
+class LedgerError(ValueError):
+    """An event the current state refuses (unknown axis, duplicate claim, bad value)."""
+
+
+def apply(state: RegistryState, kind: str, payload: dict, cfg) -> RegistryState:
+    handler = {"hypothesis": _hypothesis, "observation": _observation, "axis_proposal": _axis}
+    if kind not in handler:
+        raise LedgerError(f"unknown ledger event {kind!r}")
+    handler[kind](state, payload, cfg)
+    state.seq += 1
+    return state
+
+
+def _hypothesis(state: RegistryState, p: dict, cfg) -> None:
+    try:
+        spec = SPEC_ADAPTER.validate_python(p["spec"])
+        check_against(spec, state.schema())
+    except (ValueError, KeyError) as exc:
+        raise LedgerError(f"hypothesis refused: {exc}") from exc
+    key = canonical_key(spec)
+    if any(canonical_key(h.spec) == key for h in state.hypotheses.values()):
+        raise LedgerError(f"hypothesis refused: duplicate of an existing claim ({key})")
+    parent = p.get("parent")
+    if parent is not None and parent not in state.hypotheses:
+        raise LedgerError(f"hypothesis refused: unknown parent {parent!r}")
+    hid = f"H{len(state.hypotheses) + 1:03d}"
+    h = HypState(
+        id=hid,
+        spec=spec,
+        origin=p.get("origin", "seed"),
+        importance=float(p.get("importance", 0.5)),
+        parent=parent,
+        rationale=str(p.get("rationale", ""))[:500],
+        created_at=state.n_obs,
+        canary_axis=p.get("canary_axis"),
+    )
+    state.hypotheses[hid] = h
+    for r in state.recent:  # earlier submissions become references, never evidence
+        reading = AxisReading(arms=r["arms"], raw=r["raw"])
+        cell = cell_of(spec, reading)
+        if cell is not None:
+            _push(state, queue_key(hid, cell, stratum_of(spec, r["arms"], cfg.match_axes)),
+                  r["hotkey"], r["bpb"], cfg)
+
+
+def _push(state: RegistryState, key: str, hotkey: str, bpb: float, cfg) -> None:
+    queue = state.queues.setdefault(key, [])
+    queue.append([hotkey, bpb])
+    del queue[: max(len(queue) - cfg.queue_max, 0)]
+
+
+def _observation(state: RegistryState, p: dict, cfg) -> None:
+    bpb = float(p["bpb"])
+    if not math.isfinite(bpb) or bpb < 0:
+        raise LedgerError(f"observation refused: bpb {bpb!r} is not a finite non-negative number")
+    reading = AxisReading.model_validate(p["reading"])
+    state.n_obs += 1
+    if p["eligible"]:
+        state.n_eligible += 1
+        _track_stall(state, bpb, cfg)
+        for h in list(state.live()):
+            _evidence(state, h, reading, p["hotkey"], bpb, cfg)
+        state.recent.append(
+            {"hotkey": p["hotkey"], "bpb": bpb, "arms": reading.arms, "raw": reading.raw}
+        )
+        del state.recent[: max(len(state.recent) - RECENT, 0)]
+    floor = state.n_obs - cfg.credit_window
+    state.credits = [c for c in state.credits if c[0] > floor]
+    if state.n_obs % cfg.checkpoint_every == 0:
+        _checkpoint(state, cfg)
+
+
+def _track_stall(state: RegistryState, bpb: float, cfg) -> None:
+    if state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb:
+        state.best_bpb = bpb
+        state.since_best = 0
+        return
+    state.since_best += 1
+    if state.since_best % cfg.stall_window == 0:
+        state.stall_cycle += 1
+
+
+def _evidence(state, h: HypState, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None:
+    cell = cell_of(h.spec, reading)
+    if cell is None:
+        return
+    stratum = stratum_of(h.spec, reading.arms, cfg.match_axes)
+    c = match(h.id, h.spec, cell, stratum, hotkey, bpb, state.queues)
+    if c.gain is None:
+        _push(state, queue_key(h.id, cell, stratum), hotkey, bpb, cfg)
+        return
+    for other, index in c.partners.items():
+        del state.queues[queue_key(h.id, other, stratum)][index]
+    if h.status == "active":  # it completed a contrast the directives asked for
+        state.credits.append([state.n_obs, hotkey, FILL_POINTS])
+    h.gain_n += 1
+    h.gain_sum += c.gain
+    h.gain_sq += c.gain * c.gain
+    result = outcome(c.gain, cfg.tie_bpb)
+    if result == "tie":
+        h.ties += 1
+        return
+    if result == "win":
+        h.wins += 1
+    else:
+        h.losses += 1
+    before = h.status
+    h.status = status_of(terms_of(h, cfg), decide_prob=cfg.decide_prob, min_n=cfg.min_n)
+    h.streak = h.streak + 1 if h.status == "active" and h.n >= cfg.min_n else 0
+    if h.status != "active" and before == "active":
+        h.decided_at = state.n_obs
+        state.credits.append([state.n_obs, hotkey, DECIDE_POINTS])
+    if h.canary_axis:
+        _judge_canary(state, h, cfg)
+    if h.status == "refuted" and not h.archived:
+        h.archived = True
+        h.archive_reason = f"refuted at observation {state.n_obs}"
+
+
+def _judge_canary(state: RegistryState, h: HypState, cfg) -> None:
+    """A canary axis is kept when its own contrast shows a direction, else reverted."""
+    if h.status == "active" and h.n < cfg.canary_n:
+        return
+    t = terms_of(h, cfg)
+    axis = h.canary_axis
+    h.canary_axis = None
+    if h.status != "active" or t.p_claim >= 0.8 or t.p_claim <= 0.2:
+        state.axis_status[axis] = "active"
+        h.rationale = (h.rationale + f" [canary promoted at observation {state.n_obs}]").strip()
+        return
+    state.axis_status[axis] = "reverted"
+    h.archived = True
+    h.archive_reason = (
+        f"canary reverted at observation {state.n_obs}: no direction (P={t.p_claim:.2f})"
+    )
+
+
+def _axis(state: RegistryState, p: dict, cfg) -> None:
+    try:
+        spec = AxisSpec.model_validate(p["spec"])
+    except (ValueError, KeyError) as exc:
+        raise LedgerError(f"axis proposal refused: {exc}") from exc
+    if spec.source != "declared":
+        raise LedgerError("axis proposal refused: new axes can only be declared")
+    treatment, control = p.get("treatment"), p.get("control")
+    if treatment not in spec.arms or control not in spec.arms or treatment == control:
+        raise LedgerError(f"axis proposal refused: treatment/control must be two of {spec.arms}")
+    key = spec.model_dump_json()
+    prop = state.axis_proposals.setdefault(
+        key, AxisProposalState(spec=spec, treatment=treatment, control=control,
+                               rationale=str(p.get("rationale", ""))[:500])
+    )
+    cycle = int(p["cycle"])
+    if cycle not in prop.cycles:
+        prop.cycles.append(cycle)
+    known = {a.name for a in state.axes}
+    if prop.adopted or len(prop.cycles) < cfg.axis_recurrence or spec.name in known:
+        return
+    prop.adopted = True
+    state.axes.append(spec)
+    state.axis_status[spec.name] = "canary"
+    claim = SingleFactor(axis=spec.name, treatment=treatment, control=control)
+    _hypothesis(
+        state,
+        {"spec": claim.model_dump(), "origin": "canary", "importance": 0.5,
+         "rationale": prop.rationale, "canary_axis": spec.name},
+        cfg,
+    )
+
+
+def _checkpoint(state: RegistryState, cfg) -> None:
+    means = {h.id: round(terms_of(h, cfg).mean, 6) for h in state.hypotheses.values()}
+    shares = {k: round(v, 6) for k, v in allocate(state, cfg).shares.items()}
+    ids = sorted(state.hypotheses)
+    archived = [k for k in ids if state.hypotheses[k].archived]
+    state.checkpoints.append(
+        Checkpoint(
+            at=state.n_obs,
+            moved={k: [state.last_means.get(k, 0.5), v] for k, v in means.items()
+                   if v != state.last_means.get(k, 0.5)},
+            eliminated=[k for k in archived if k not in state.last_archived],
+            new=[k for k in ids if k not in state.last_ids],
+            shares={k: [state.last_shares.get(k, 0.0), shares.get(k, 0.0)]
+                    for k in sorted(set(shares) | set(state.last_shares))
+                    if state.last_shares.get(k, 0.0) != shares.get(k, 0.0)},
+        )
+    )
+    state.last_means, state.last_shares, state.last_ids = means, shares, ids
+    state.last_archived = archived
