@@ -1,0 +1,117 @@
+"""Large literals and encoded blobs (THREAT_MODEL B4, A6): knowledge must be learned.
+
+A model's source needs a handful of hyper-parameters, short strings and small tuples;
+pretrained weights, token statistics or encoded code do not fit through these limits. The
+thresholds sit far above anything an honest model file contains (the honest corpus in
+tests/fixtures/honest stays below a tenth of each) and far below what smuggled knowledge
+needs. Docstrings and bare string statements are exempt: they are inert because `__doc__`
+and every other way of reading them back is refused by the policy.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections import Counter
+
+from prism_challenge.gates.rules import BLOB, LITERAL
+from prism_challenge.gates.violation import Violation
+
+MAX_STRING_CHARS = 256  # one string constant
+MAX_FILE_STRING_CHARS = 4096  # all string constants of a file together
+MAX_BYTES = 32  # one bytes constant
+MAX_COLLECTION_CONSTANTS = 64  # constants directly inside one list/tuple/set/dict display
+MAX_FILE_NUMBERS = 512  # numeric constants in a file
+MAX_INT_BITS = 64  # one integer constant
+BLOB_MIN_CHARS = 40  # shortest string inspected for an encoding
+BLOB_MIN_ENTROPY = 4.0  # bits per character; identifiers and prose sit well below
+
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_BASE64 = re.compile(r"[A-Za-z0-9+/=_-]+")
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def looks_encoded(text: str) -> bool:
+    """Hex or base64 of length >= BLOB_MIN_CHARS with the entropy of random data."""
+    if len(text) < BLOB_MIN_CHARS:
+        return False
+    if _HEX.fullmatch(text):
+        return True
+    return (
+        _BASE64.fullmatch(text) is not None
+        and any(c.isdigit() for c in text)
+        and any(c.isalpha() for c in text)
+        and _entropy(text) >= BLOB_MIN_ENTROPY
+    )
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    """Constants that are bare expression statements (docstrings and the like)."""
+    inert = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            if isinstance(node.value.value, str):
+                inert.add(id(node.value))
+    return inert
+
+
+def literal_violations(tree: ast.AST, file: str) -> list[Violation]:
+    out: list[Violation] = []
+    inert = _docstring_ids(tree)
+    string_chars = 0
+    numbers = 0
+    string_reported = numbers_reported = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and id(node) not in inert:
+            value = node.value
+            if isinstance(value, str):
+                string_chars += len(value)
+                if len(value) > MAX_STRING_CHARS:
+                    out.append(Violation(file, node.lineno, LITERAL, (
+                        f"string constant of {len(value)} characters (limit "
+                        f"{MAX_STRING_CHARS}); knowledge must be learned, not embedded")))
+                elif looks_encoded(value):
+                    out.append(Violation(file, node.lineno, BLOB, (
+                        "string constant looks like hex/base64-encoded data; encoded blobs "
+                        "are refused, write the code or learn the values")))
+                if string_chars > MAX_FILE_STRING_CHARS and not string_reported:
+                    string_reported = True
+                    out.append(Violation(file, node.lineno, LITERAL, (
+                        f"string constants exceed {MAX_FILE_STRING_CHARS} characters in this "
+                        "file; keep strings to names and short messages")))
+            elif isinstance(value, bytes):
+                if len(value) > MAX_BYTES:
+                    out.append(Violation(file, node.lineno, BLOB, (
+                        f"bytes constant of {len(value)} bytes (limit {MAX_BYTES}); embedded "
+                        "binary data is refused")))
+            elif isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+                numbers += 1
+                if isinstance(value, int) and abs(value).bit_length() > MAX_INT_BITS:
+                    out.append(Violation(file, node.lineno, BLOB, (
+                        f"integer constant of {abs(value).bit_length()} bits (limit "
+                        f"{MAX_INT_BITS}); large integers can encode data")))
+                if numbers > MAX_FILE_NUMBERS and not numbers_reported:
+                    numbers_reported = True
+                    out.append(Violation(file, node.lineno, LITERAL, (
+                        f"more than {MAX_FILE_NUMBERS} numeric constants in this file; "
+                        "weights and statistics must be learned, not written in")))
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            items = node.values if isinstance(node, ast.Dict) else node.elts
+            constants = sum(isinstance(_unsign(e), ast.Constant) for e in items)
+            if constants > MAX_COLLECTION_CONSTANTS:
+                out.append(Violation(file, node.lineno, LITERAL, (
+                    f"a literal collection of {constants} constants (limit "
+                    f"{MAX_COLLECTION_CONSTANTS}); tables of values must be learned")))
+    return out
+
+
+def _unsign(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return node

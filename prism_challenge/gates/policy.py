@@ -1,0 +1,356 @@
+"""The AST policy: a static allow-list over a bundle's Python source (THREAT_MODEL A6, B2).
+
+`check_policy` parses each script and walks it once. Imported names are resolved to their
+dotted path (`F.cross_entropy` -> `torch.nn.functional.cross_entropy`) and looked up in
+`rules.PATHS`; modules may only be used as `module.name`, so no alias can hide a denied
+entry. Everything else is a syntactic ban with a reason. A rejection here is final: the LLM
+reviewer only ever sees code this policy already allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+from prism_challenge.gates import rules as R
+from prism_challenge.gates.contract import ENTRY_POINTS, contract_violations
+from prism_challenge.gates.literals import literal_violations
+from prism_challenge.gates.violation import Violation
+
+_ATTR_BUILTINS = {"getattr", "hasattr", "setattr", "delattr"}
+_SELF = frozenset({"self", "cls"})
+# Attribute names a bundle may define itself (a model's own `decode` method, say).
+_OWNABLE = frozenset({"decode"})
+
+
+def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
+    """Every violation of the AST policy and the contract in a bundle's scripts, sorted.
+
+    `files` maps file names to source (text or UTF-8 bytes); non-Python files such as
+    `prism.toml` are ignored. An empty list means the bundle may go on to the next gate.
+    """
+    out: list[Violation] = []
+    trees: dict[str, ast.Module] = {}
+    for name in sorted(files):
+        if not name.endswith(".py"):
+            continue
+        if name not in ENTRY_POINTS:
+            out.append(Violation(name, 1, R.CONTRACT, (
+                "a bundle holds architecture.py and training.py only; move this code into "
+                "one of them")))
+        tree = _parse(name, files[name], out)
+        if tree is not None:
+            trees[name] = tree
+            out.extend(_FileChecker(name, tree).run())
+            out.extend(literal_violations(tree, name))
+    for name in ENTRY_POINTS:
+        if name not in files:
+            out.append(Violation(name, 0, R.CONTRACT, f"the bundle has no {name}"))
+    out.extend(contract_violations(trees))
+    return sorted(set(out))
+
+
+def _parse(name: str, source: str | bytes, out: list[Violation]) -> ast.Module | None:
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            out.append(Violation(name, 0, R.SYNTAX, f"not valid UTF-8 ({exc.reason})"))
+            return None
+    try:
+        return ast.parse(source, filename=name)
+    except SyntaxError as exc:
+        out.append(Violation(name, exc.lineno or 0, R.SYNTAX, f"not valid Python: {exc.msg}"))
+    except ValueError as exc:  # e.g. NUL bytes
+        out.append(Violation(name, 0, R.SYNTAX, f"not valid Python: {exc}"))
+    return None
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not _is_dunder(name)
+
+
+class _FileChecker(ast.NodeVisitor):
+    """One pass over one file; collects violations instead of raising."""
+
+    def __init__(self, file: str, tree: ast.Module) -> None:
+        self.file = file
+        self.tree = tree
+        self.out: list[Violation] = []
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.imports: dict[str, str] = {}  # bound name -> dotted path
+        self.module_names: set[str] = set()  # bound names that are modules
+        self.ctx_names: set[str] = set(R.CTX_NAMES)
+        self.defined: set[str] = set()  # names of functions the file defines
+
+    # --- set-up ---------------------------------------------------------------------
+    def run(self) -> list[Violation]:
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self._bind(alias.asname, alias.name, module=True)
+                    else:
+                        root = alias.name.split(".")[0]
+                        self._bind(root, root, module=True)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    path = f"{node.module}.{alias.name}"
+                    self._bind(alias.asname or alias.name, path, module=path in R.MODULES)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defined.add(node.name)
+        self._collect_ctx_aliases()
+        self.visit(self.tree)
+        return self.out
+
+    def _bind(self, name: str, path: str, *, module: bool) -> None:
+        self.imports[name] = path
+        if module:
+            self.module_names.add(name)
+
+    def _collect_ctx_aliases(self) -> None:
+        # The harness's ctx is the first parameter of the entry points; names bound to
+        # plain attribute chains of it (`model = ctx.model`) are the harness's objects too.
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in ENTRY_POINTS.values():
+                params = node.args.posonlyargs + node.args.args
+                if params:
+                    self.ctx_names.add(params[0].arg)
+        assigns = [n for n in ast.walk(self.tree) if isinstance(n, ast.Assign)]
+        changed = True
+        while changed:
+            changed = False
+            for node in assigns:
+                root = _chain_root(node.value, calls=False)
+                if root is None or root not in self.ctx_names:
+                    continue
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in self.ctx_names:
+                        self.ctx_names.add(target.id)
+                        changed = True
+
+    # --- helpers --------------------------------------------------------------------
+    def flag(self, node: ast.AST, rule: str, message: str) -> None:
+        self.out.append(Violation(self.file, getattr(node, "lineno", 0), rule, message))
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted path an expression names through imports, or None."""
+        if isinstance(node, ast.Name):
+            return self.imports.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None
+
+    def check_path(self, node: ast.AST, path: str, *, importing: bool) -> None:
+        verdict = R.lookup(path)
+        if verdict is None:
+            return
+        if verdict is False:
+            if importing:
+                self.flag(node, R.IMPORT, (
+                    f"import of '{path}' is not allowed ({R.import_why(path)}); bundles may "
+                    f"import only: {R.ALLOWED_SUMMARY}"))
+            return  # attributes of allowed modules are allowed unless denied
+        rule, why = verdict
+        self.flag(node, rule, f"'{path}' is not allowed: {why}")
+
+    def _is_attribute_base(self, node: ast.AST) -> bool:
+        parent = self.parent.get(node)
+        return isinstance(parent, ast.Attribute) and parent.value is node
+
+    def _check_attr_name(self, node: ast.AST, base: ast.AST | None, attr: str) -> None:
+        base_name = base.id if isinstance(base, ast.Name) else None
+        if _is_dunder(attr):
+            if attr in ("__torch_function__", "__torch_dispatch__"):
+                self.flag(node, R.DISPATCH, f"'{attr}' overrides intercept the harness's ops")
+            elif attr not in R.DUNDER_ATTRIBUTES:
+                self.flag(node, R.INTROSPECT, (
+                    f"'.{attr}' is introspection; only super().__init__(...) may use a "
+                    "double-underscore attribute"))
+        elif _is_private(attr) and base_name not in _SELF:
+            self.flag(node, R.PRIVATE, (
+                f"'.{attr}' is private to its owner; use only public APIs (private "
+                "attributes are allowed on self)"))
+        if attr in R.ATTRIBUTES and not (attr in _OWNABLE and attr in self.defined):
+            rule, why = R.ATTRIBUTES[attr]
+            self.flag(node, rule, f"'.{attr}' is not allowed: {why}")
+
+    # --- visitors -------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_import_path(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            self.flag(node, R.IMPORT, (
+                "relative imports are not allowed; a bundle's scripts are loaded "
+                "separately, share nothing but ctx.model"))
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.flag(node, R.IMPORT, f"'from {node.module} import *' hides what is "
+                          "used; import names explicitly")
+                continue
+            self._check_import_path(node, f"{node.module}.{alias.name}")
+
+    def _check_import_path(self, node: ast.AST, path: str) -> None:
+        parts = path.split(".")
+        for part in parts[1:]:
+            if _is_dunder(part):
+                self.flag(node, R.INTROSPECT, f"'{path}' reaches interpreter internals")
+                return
+            if _is_private(part):
+                self.flag(node, R.PRIVATE, f"'{path}' is private; use only public APIs")
+                return
+        self.check_path(node, path, importing=True)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        name = node.id
+        if name in R.BUILTINS:
+            rule, why = R.BUILTINS[name]
+            self.flag(node, rule, f"'{name}' is not allowed: {why}")
+        elif name == "type":
+            self.flag(node, R.INTROSPECT, "'type' is introspection; use isinstance(...)")
+        elif name in _ATTR_BUILTINS:
+            parent = self.parent.get(node)
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                self.flag(node, R.DYNAMIC, f"'{name}' may only be called directly with a "
+                          "literal attribute name")
+        elif _is_dunder(name) and name not in R.DUNDER_NAMES:
+            if name in R.DUNDER_DEFS and R.DUNDER_DEFS[name][0] == R.DISPATCH:
+                self.flag(node, R.DISPATCH, f"'{name}' overrides intercept the harness's ops")
+            else:
+                self.flag(node, R.INTROSPECT, f"'{name}' is interpreter internals")
+        if name in self.module_names and not self._is_attribute_base(node):
+            self.flag(node, R.MODULE_ALIAS, (
+                f"the module '{self.imports[name]}' may only be used as "
+                f"{name}.<name>, not passed around or rebound"))
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._check_attr_name(node, node.value, node.attr)
+        if not self._is_attribute_base(node):  # check each chain once, at its outer end
+            path = self.resolve(node)
+            if path is not None:
+                self.check_path(node, path, importing=False)
+                if path in R.MODULES:
+                    self.flag(node, R.MODULE_ALIAS, (
+                        f"the module '{path}' may only be used as {path}.<name>, not passed "
+                        "around or rebound"))
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _ATTR_BUILTINS:
+            self._check_attr_builtin(node, func.id)
+        self.generic_visit(node)
+
+    def _check_attr_builtin(self, node: ast.Call, name: str) -> None:
+        if len(node.args) < 2 or not (
+            isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+        ):
+            self.flag(node, R.DYNAMIC, (
+                f"{name}() with a computed attribute name is dynamic code; use an explicit "
+                "dict or nn.ModuleList/ModuleDict"))
+            return
+        base, attr = node.args[0], node.args[1].value
+        if name in ("setattr", "delattr") and not (
+            isinstance(base, ast.Name) and base.id == "self"
+        ):
+            self.flag(node, R.ATTR_ASSIGN, (
+                f"{name}() on anything but self can monkeypatch modules or the harness"))
+        self._check_attr_name(node, base, attr)
+        path = self.resolve(base)
+        if path is not None:
+            self.check_path(node, f"{path}.{attr}", importing=False)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def _check_target(self, target: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_target(elt)
+            return
+        if isinstance(target, ast.Starred):
+            self._check_target(target.value)
+            return
+        if not isinstance(target, (ast.Attribute, ast.Subscript)):
+            return
+        root = _chain_root(target.value, calls=True)
+        what = None
+        if root is None:
+            what = "a computed object"
+        elif root in self.imports:
+            what = f"the imported '{self.imports[root]}' (a module shared with the harness)"
+        elif root in self.ctx_names:
+            what = f"'{root}', which belongs to the harness"
+        elif root in R.BUILTINS or root in ("object", "int", "float", "str", "list", "dict"):
+            what = f"the builtin '{root}'"
+        elif isinstance(target, ast.Attribute) and target.attr == "forward" and root != "self":
+            what = "another object's forward"
+        if what is not None:
+            self.flag(target, R.ATTR_ASSIGN, (
+                f"assigning to an attribute of {what} is monkeypatching; assign only to "
+                "self.<name> or to objects you created"))
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            path = self.resolve(base)
+            if path and path.split(".")[0] == "torch" and path.split(".")[-1] in R.TENSOR_BASES:
+                self.flag(node, R.TENSOR_SUBCLASS, (
+                    f"subclassing {path} can intercept the harness's ops; wrap tensors in an "
+                    "nn.Module instead"))
+        for kw in node.keywords:
+            if kw.arg == "metaclass":
+                self.flag(node, R.DYNAMIC, "metaclasses are not needed by a model")
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name in R.DUNDER_DEFS:
+            rule, why = R.DUNDER_DEFS[node.name]
+            self.flag(node, rule, f"defining '{node.name}' is not allowed: {why}")
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        for name in node.names:
+            if _is_dunder(name):
+                self.flag(node, R.INTROSPECT, f"'{name}' is interpreter internals")
+
+    visit_Nonlocal = visit_Global
+
+
+def _chain_root(node: ast.AST, *, calls: bool) -> str | None:
+    """The Name at the root of `a.b[c].d` (and of `a.b().c` when `calls`), else None."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif calls and isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return None
