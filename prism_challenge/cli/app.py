@@ -9,6 +9,7 @@ import typer
 from prism_challenge import __version__
 from prism_challenge.cli.config_cmd import config
 from prism_challenge.cli.submit_cmd import submit
+from prism_challenge.cli.weights_cmd import weights
 
 app = typer.Typer(
     name="prism",
@@ -37,6 +38,7 @@ def _root(
 
 app.command("config")(config)
 app.command("submit")(submit)
+app.command("weights")(weights)
 
 
 def main() -> None:

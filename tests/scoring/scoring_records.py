@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
-from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.sandbox.record import (
     AuditEntry,
     BatchEntry,
@@ -60,8 +57,3 @@ def make_record(**changes) -> RunRecord:
 
 def with_eval(record: RunRecord, **changes) -> RunRecord:
     return record.model_copy(update={"eval": record.eval.model_copy(update=changes)})
-
-
-@pytest.fixture
-def settings() -> ScoringSettings:
-    return ScoringSettings()

@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from conftest import make_record, with_eval
+from scoring_records import make_record, with_eval
 
 from prism_challenge.sandbox.record import AuditEntry, Consumed, MeasuredAxes, ProbeResult
 from prism_challenge.scoring import gates

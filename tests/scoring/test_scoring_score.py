@@ -2,7 +2,7 @@ import json
 import math
 
 import pytest
-from conftest import make_record, with_eval
+from scoring_records import make_record, with_eval
 
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.scoring import ScoringError, score_record

@@ -1,0 +1,146 @@
+"""`prism weights`: print the weights this validator would set (dry run), or set them.
+
+Setting on chain needs both `--set` and `weights.dry_run: false` (and `chain.mode: online`
+with a wallet); without them the command only reads the store and the metagraph.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+
+from prism_challenge.chain.metagraph import (
+    BittensorMetagraph,
+    MetagraphFileError,
+    MetagraphView,
+    StaticMetagraph,
+)
+from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.config import Settings
+from prism_challenge.storage import Store
+from prism_challenge.weights.chain import WeightsLocked, check_unlocked, set_on_chain
+from prism_challenge.weights.plan import WeightPlan, load_plan
+
+
+def _metagraph(settings: Settings, err: Console) -> MetagraphView:
+    chain = settings.chain
+    if chain.mode == "online":
+        try:
+            return BittensorMetagraph(chain.netuid, chain.network)
+        except Exception as exc:  # any failure to reach the chain is the operator's to see
+            fail(f"cannot sync the metagraph of netuid {chain.netuid} on {chain.network}: {exc}")
+    if chain.metagraph_file is None:
+        err.print(
+            "[yellow]warning:[/] chain.metagraph_file is not set: no hotkey maps to a uid, "
+            "so the whole weight goes to the burn uid"
+        )
+        return StaticMetagraph.of([], allow_any=chain.allow_any_hotkey)
+    try:
+        return StaticMetagraph.from_file(chain.metagraph_file, allow_any=chain.allow_any_hotkey)
+    except MetagraphFileError as exc:
+        fail(str(exc))
+
+
+def _research_credit(path: Path | None) -> dict[str, float]:
+    if path is None:
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"{path}: cannot read research credits: {exc}")
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+        and math.isfinite(v) and v >= 0
+        for k, v in doc.items()
+    ):
+        fail(f"{path}: research credits must be a JSON object of hotkey -> number >= 0")
+    return {k: float(v) for k, v in doc.items()}
+
+
+def _open_store(url: str) -> Store:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).exists():
+            fail(f"no store at {parsed.database}: nothing has been scored on this node yet")
+    return Store(url)
+
+
+def _table(plan: WeightPlan) -> Table:
+    mode = "DRY RUN" if plan.dry_run else "live"
+    table = Table(
+        title=f"weights plan · netuid {plan.netuid} · block {plan.block} · "
+        f"corpus {plan.corpus} · {mode}"
+    )
+    for name, justify in (("uid", "right"), ("hotkey", "left"), ("share", "right"),
+                          ("u16", "right"), ("bpb", "right"), ("why", "left")):
+        table.add_column(name, justify=justify)
+    for row in plan.rows:
+        table.add_row(
+            str(row.uid),
+            row.hotkey or "-",
+            f"{row.share:.6f}",
+            str(row.u16),
+            "-" if row.bpb is None else f"{row.bpb:.6f}",
+            "; ".join(row.reasons),
+        )
+    return table
+
+
+def weights(
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    corpus: Annotated[
+        str | None, typer.Option(help="Corpus to rank (default: the one scored most recently).")
+    ] = None,
+    research_credits: Annotated[
+        Path | None,
+        typer.Option(help="JSON object hotkey -> research credit for the research share."),
+    ] = None,
+    set_weights: Annotated[
+        bool,
+        typer.Option("--set", help="Set the weights on chain (needs weights.dry_run: false)."),
+    ] = False,
+) -> None:
+    """Show the weights this validator would set (uids, u16 values, hotkeys, why)."""
+    settings = settings_from(config)
+    err = Console(stderr=True)
+    if set_weights:
+        try:
+            check_unlocked(settings, confirm=True)
+        except WeightsLocked as exc:
+            fail(f"not setting weights: {exc}")
+    credit = _research_credit(research_credits)
+    metagraph = _metagraph(settings, err)
+    store = _open_store(settings.storage.url)
+    try:
+        with store.session() as session:
+            plan = load_plan(
+                session, metagraph, settings, research_credit=credit, corpus=corpus
+            )
+    except ValueError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(plan.model_dump_json(indent=2))
+    else:
+        out = Console()
+        out.print(_table(plan))
+        if plan.leader is not None:
+            out.print(f"leader: submission {plan.leader.submission_id} of {plan.leader.hotkey}")
+        for x in plan.excluded:
+            out.print(f"excluded: {x.hotkey}: {x.reason}", highlight=False)
+    if set_weights:
+        try:
+            err.print(set_on_chain(plan, settings, confirm=True))
+        except WeightsLocked as exc:
+            fail(f"not setting weights: {exc}")
+        except Exception as exc:  # the chain's refusal, with its own message
+            fail(f"setting weights failed: {exc}", code=1)

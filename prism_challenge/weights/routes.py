@@ -1,0 +1,32 @@
+"""`GET /v1/weights`: the dry-run weights plan as JSON (this route never sets anything)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from fastapi import APIRouter, Query
+
+from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.errors import ApiError
+from prism_challenge.scoring.routes import CORPUS_HELP
+from prism_challenge.weights.plan import WeightPlan, load_plan
+
+
+def build(
+    deps: ApiDeps, research_credit: Callable[[], Mapping[str, float]] | None = None
+) -> APIRouter:
+    """`research_credit` is the registry's hook, called per request; default: no credit."""
+    router = APIRouter(prefix="/v1", tags=["weights"])
+
+    @router.get("/weights", response_model=WeightPlan)
+    def weights(corpus: str | None = Query(None, description=CORPUS_HELP)) -> WeightPlan:
+        credit = research_credit() if research_credit is not None else {}
+        try:
+            with deps.store.session() as session:
+                return load_plan(
+                    session, deps.metagraph, deps.settings, research_credit=credit, corpus=corpus
+                )
+        except ValueError as exc:  # a misconfigured burn uid or bad research credit
+            raise ApiError(503, "WEIGHTS_CONFIG", str(exc)) from None
+
+    return router
