@@ -15,10 +15,12 @@ from prism_challenge.api import health
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.intake import routes as intake_routes
+from prism_challenge.registry import routes as registry_routes
 
 ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     health.build,
     intake_routes.build,
+    registry_routes.build,
 )
 
 

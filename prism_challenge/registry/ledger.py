@@ -183,7 +183,7 @@ def _axis(state: RegistryState, p: dict, cfg) -> None:
     treatment, control = p.get("treatment"), p.get("control")
     if treatment not in spec.arms or control not in spec.arms or treatment == control:
         raise LedgerError(f"axis proposal refused: treatment/control must be two of {spec.arms}")
-    key = spec.model_dump_json()
+    key = spec.model_dump_json(exclude={"description"})  # the same axis, however worded
     prop = state.axis_proposals.setdefault(
         key, AxisProposalState(spec=spec, treatment=treatment, control=control,
                                rationale=str(p.get("rationale", ""))[:500])

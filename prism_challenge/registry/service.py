@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from prism_challenge.registry.axes import read_axes
@@ -46,11 +47,15 @@ class Registry:
     def __init__(self, store: Store, settings, *, seeds: list[dict] | None = None) -> None:
         self.store = store
         self.cfg = registry_config(settings)
-        with store.session() as s:
-            if s.execute(select(RegistryEvent.seq).limit(1)).first() is None:
-                state = RegistryState()
-                for i, seed in enumerate(SEED_HYPOTHESES if seeds is None else seeds):
-                    self._append(s, state, f"seed:{i}", "hypothesis", {"origin": "seed", **seed})
+        try:
+            with store.session() as s:
+                if s.execute(select(RegistryEvent.seq).limit(1)).first() is None:
+                    state = RegistryState()
+                    for i, seed in enumerate(SEED_HYPOTHESES if seeds is None else seeds):
+                        payload = {"origin": "seed", **seed}
+                        self._append(s, state, f"seed:{i}", "hypothesis", payload)
+        except IntegrityError:  # another process seeded the same ledger first
+            pass
 
     # -- writing -------------------------------------------------------------------------
 
