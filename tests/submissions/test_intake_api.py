@@ -1,0 +1,330 @@
+"""POST/GET /v1/submissions on a live uvicorn server with real sr25519 keys (issue 4)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from prism_challenge.bundle import Bundle
+from prism_challenge.bundle.wire import encode
+from prism_challenge.storage import Status, transition
+from prism_challenge.storage.tables import Nonce, Score, Submission
+from prism_challenge.submit import SubmissionClient, SubmitError
+
+NETUID = 7
+BLOCK = 4242
+
+
+def refused(response: httpx.Response, status: int, rule: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["rule"] == rule, body
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body
+
+
+def test_accepted_round_trip(node, miner, make_bundle):
+    bundle = make_bundle("round-trip")
+    before = node.clock()
+    with SubmissionClient(node.url, netuid=NETUID, signer=miner) as client:
+        receipt = client.submit(bundle)
+        view = client.status(receipt.id)
+    assert (receipt.digest, receipt.hotkey, receipt.status) == (
+        bundle.digest,
+        miner.ss58_address,
+        "received",
+    )
+    assert receipt.idempotent is False and receipt.block == BLOCK
+    assert before - 1 <= receipt.accepted_at <= node.clock() + 1
+    assert (view.id, view.status, view.final, view.attempts) == (receipt.id, "received", False, 0)
+    assert (view.digest, view.hotkey, view.block, view.score) == (
+        bundle.digest,
+        miner.ss58_address,
+        BLOCK,
+        None,
+    )
+    with node.store.session() as session:
+        row = session.get(Submission, receipt.id)
+        assert row.bundle == bundle.to_wire()
+        assert Bundle.from_wire(row.bundle).digest == row.digest == bundle.digest
+        assert session.scalars(select(Nonce.hotkey)).all() == [miner.ss58_address]
+
+
+def test_the_raw_response_is_201_and_the_digest_is_the_body_hash(node, miner, make_bundle):
+    body = make_bundle("raw").to_wire()
+    response = node.post(miner, body)
+    assert response.status_code == 201
+    assert response.json()["digest"] == hashlib.sha256(body).hexdigest()
+
+
+def test_same_bundle_same_hotkey_is_idempotent(node, miner, make_bundle):
+    bundle = make_bundle("again")
+    first = node.post(miner, bundle.to_wire())
+    assert first.status_code == 201
+    counts = node.counts()
+    second = node.post(miner, bundle.to_wire())
+    assert second.status_code == 200
+    assert second.json()["id"] == first.json()["id"]
+    assert second.json()["idempotent"] is True
+    assert node.counts() == (counts[0], counts[1] + 1)  # only the new nonce is stored
+
+
+def test_copy_from_another_hotkey_is_refused_and_the_first_keeps_precedence(
+    node, miner, rival, make_bundle
+):
+    body = make_bundle("original").to_wire()
+    original = node.post(miner, body).json()
+    counts = node.counts()
+    body_json = refused(node.post(rival, body), 409, "DUPLICATE")
+    assert f"submission {original['id']}" in body_json["detail"]
+    assert node.counts() == counts
+    with node.store.session() as session:
+        assert session.get(Submission, original["id"]).hotkey == miner.ss58_address
+
+
+def test_tampered_body_is_401(node, miner, make_bundle):
+    signed_body = make_bundle("signed").to_wire()
+    other_body = make_bundle("swapped").to_wire()
+    from prism_challenge.intake.signing import sign_request
+
+    headers = sign_request(miner, netuid=NETUID, body=signed_body, timestamp=node.clock())
+    response = httpx.post(
+        f"{node.url}/v1/submissions", content=other_body, headers=headers.as_http()
+    )
+    refused(response, 401, "SIGNATURE")
+    assert node.counts() == (0, 0)
+
+
+def test_replayed_request_is_409(node, miner, make_bundle):
+    body = make_bundle("replay").to_wire()
+    from prism_challenge.intake.signing import sign_request
+
+    headers = sign_request(miner, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
+    url = f"{node.url}/v1/submissions"
+    assert httpx.post(url, content=body, headers=headers).status_code == 201
+    counts = node.counts()
+    refused(httpx.post(url, content=body, headers=headers), 409, "NONCE_REPLAY")
+    # The nonce is per hotkey: a new body under the same nonce is still a replay.
+    refused(
+        node.post(miner, make_bundle("other").to_wire(), nonce=headers["X-Prism-Nonce"]),
+        409,
+        "NONCE_REPLAY",
+    )
+    assert node.counts() == counts
+
+
+@pytest.mark.parametrize("skew", [-305, 305, -10_000])
+def test_stale_or_future_timestamp_is_401(node, miner, make_bundle, skew):
+    response = node.post(miner, make_bundle().to_wire(), timestamp=node.clock() + skew)
+    body = refused(response, 401, "STALE")
+    assert "clock" in body["detail"]
+    assert node.counts() == (0, 0)
+
+
+def test_freshness_window_follows_the_validator_clock(node, miner, make_bundle):
+    stamp = node.clock()
+    node.clock.offset = 290.0
+    assert node.post(miner, make_bundle("a").to_wire(), timestamp=stamp).status_code == 201
+    node.clock.offset = 310.0
+    refused(node.post(miner, make_bundle("b").to_wire(), timestamp=stamp), 401, "STALE")
+
+
+def test_unregistered_hotkey_is_403(node, stranger, make_bundle):
+    body = refused(node.post(stranger, make_bundle().to_wire()), 403, "NOT_REGISTERED")
+    assert stranger.ss58_address in body["detail"]
+    assert node.counts() == (0, 0)
+
+
+def test_wrong_netuid_is_401(node, miner, make_bundle):
+    body = refused(node.post(miner, make_bundle().to_wire(), netuid=NETUID + 1), 401, "NETUID")
+    assert f"netuid {NETUID}" in body["detail"]
+
+
+@pytest.mark.parametrize("signature", ["0xnothex", "0x" + "00" * 64, "0x" + "ab" * 10, "ab" * 200])
+def test_malformed_signature_is_401_never_500(node, miner, make_bundle, signature):
+    response = node.post(miner, make_bundle().to_wire(), **{"X-Prism-Signature": signature})
+    refused(response, 401, "SIGNATURE")
+    assert node.counts() == (0, 0)
+
+
+def test_another_keys_signature_is_401(node, miner, rival, make_bundle):
+    # Signed by the rival, claimed as the miner's.
+    from prism_challenge.intake.signing import sign_request
+
+    body = make_bundle().to_wire()
+    headers = sign_request(rival, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
+    headers["X-Prism-Hotkey"] = miner.ss58_address
+    refused(
+        httpx.post(f"{node.url}/v1/submissions", content=body, headers=headers), 401, "SIGNATURE"
+    )
+
+
+def test_missing_headers_are_401(node, make_bundle):
+    response = httpx.post(f"{node.url}/v1/submissions", content=make_bundle().to_wire())
+    body = refused(response, 401, "AUTH_HEADERS")
+    assert "X-Prism-" in body["detail"]
+
+
+def test_oversize_body_is_413_declared_or_streamed(make_node, miner):
+    node = make_node(max_body_bytes=4096)
+    body = b"x" * 4097
+    refused(node.post(miner, body), 413, "BODY_SIZE")
+    # Chunked upload without a Content-Length is cut off while it streams.
+    from prism_challenge.intake.signing import sign_request
+
+    headers = sign_request(miner, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
+
+    def chunks():
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    response = httpx.post(f"{node.url}/v1/submissions", content=chunks(), headers=headers)
+    assert "content-length" not in response.request.headers
+    refused(response, 413, "BODY_SIZE")
+    assert node.counts() == (0, 0)
+
+
+def test_rate_limit_is_429_per_hotkey_and_reopens_after_the_window(node, miner, rival, make_bundle):
+    for tag in ("r1", "r2", "r3"):
+        assert node.post(miner, make_bundle(tag).to_wire()).status_code == 201
+    counts = node.counts()
+    response = node.post(miner, make_bundle("r4").to_wire())
+    refused(response, 429, "RATE_LIMIT")
+    assert 3500 <= int(response.headers["Retry-After"]) <= 3600
+    assert node.counts() == counts
+    assert node.post(rival, make_bundle("rival").to_wire()).status_code == 201  # per hotkey
+    node.clock.offset = node.settings.intake.rate_limit_window_s + 1
+    assert node.post(miner, make_bundle("r4").to_wire()).status_code == 201
+
+
+GOOD = {"architecture.py": b"x = 1\n", "training.py": b"x = 1\n"}
+
+
+@pytest.mark.parametrize(
+    ("files", "rule", "file"),
+    [
+        ({**GOOD, "architecture.py": b"def f(ctx:\n"}, "BUNDLE_SYNTAX", "architecture.py"),
+        ({**GOOD, "notes.py": b""}, "BUNDLE_FILES", "notes.py"),
+        ({"architecture.py": b"x = 1\n"}, "BUNDLE_FILES", "training.py"),
+        ({**GOOD, "training.py": b"\xc3\x28"}, "BUNDLE_UTF8", "training.py"),
+    ],
+)
+def test_bad_bundle_is_422_naming_the_file_and_rule(node, miner, files, rule, file):
+    body = refused(node.post(miner, encode(files)), 422, rule)
+    assert file in body["detail"]
+    assert node.counts() == (0, 0)
+
+
+def test_garbage_body_is_422_wire(node, miner):
+    refused(node.post(miner, b'{"json": true}'), 422, "BUNDLE_WIRE")
+    assert node.counts() == (0, 0)
+
+
+def test_checks_run_in_the_documented_order(node, miner, stranger, make_bundle):
+    # A stale request from an unregistered hotkey with a bad bundle: freshness answers first.
+    bad = encode({"architecture.py": b"(", "training.py": b"x = 1\n"})
+    refused(node.post(stranger, bad, timestamp=node.clock() - 1000), 401, "STALE")
+    # Fresh and signed: membership comes before the bundle's validity.
+    refused(node.post(stranger, bad), 403, "NOT_REGISTERED")
+    refused(node.post(miner, bad), 422, "BUNDLE_SYNTAX")
+
+
+def test_nonces_are_pruned_after_their_window(node, miner, make_bundle):
+    node.post(miner, make_bundle("n1").to_wire())
+    node.clock.offset = 2 * node.settings.intake.freshness_s + 1
+    node.post(miner, make_bundle("n2").to_wire())
+    with node.store.session() as session:
+        assert len(session.scalars(select(Nonce)).all()) == 1
+
+
+def test_concurrent_repeats_store_one_row(node, miner, make_bundle):
+    body = make_bundle("race").to_wire()
+    results: list[httpx.Response] = []
+
+    def send():
+        results.append(node.post(miner, body))
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.status_code for r in results) == [200, 200, 200, 201]
+    assert len({r.json()["id"] for r in results}) == 1
+    assert node.counts() == (1, 4)
+
+
+def test_status_reports_reason_attempts_and_score(node, miner, make_bundle):
+    with SubmissionClient(node.url, netuid=NETUID, signer=miner) as client:
+        sid = client.submit(make_bundle("scored")).id
+        with node.store.session() as session:
+            transition(session, sid, Status.QUEUED)
+            transition(session, sid, Status.RUNNING)
+            transition(session, sid, Status.SCORED, reason="ok")
+            session.add(
+                Score(
+                    submission_id=sid,
+                    bpb=1.2345,
+                    heldout_delta=0.5,
+                    eligible=True,
+                    reason=None,
+                    corpus="demo",
+                    detail={},
+                    created_at=time.time(),
+                )
+            )
+        view = client.status(sid)
+    assert (view.status, view.final, view.reason, view.attempts) == ("scored", True, "ok", 1)
+    assert view.score is not None
+    assert (view.score.bpb, view.score.heldout_delta, view.score.corpus) == (1.2345, 0.5, "demo")
+
+
+def test_unknown_submission_is_404_and_bad_id_is_422(node):
+    refused(httpx.get(f"{node.url}/v1/submissions/999"), 404, "NOT_FOUND")
+    refused(httpx.get(f"{node.url}/v1/submissions/abc"), 422, "REQUEST")
+    refused(httpx.get(f"{node.url}/v1/nowhere"), 404, "NOT_FOUND")
+    with SubmissionClient(node.url, netuid=NETUID) as client, pytest.raises(SubmitError) as info:
+        client.status(999)
+    assert (info.value.status, info.value.rule) == (404, "NOT_FOUND")
+
+
+def test_health(node):
+    response = httpx.get(f"{node.url}/v1/health")
+    assert response.status_code == 200
+    assert response.json() | {"version": None} == {
+        "status": "ok",
+        "version": None,
+        "netuid": NETUID,
+        "mode": "local",
+        "block": BLOCK,
+    }
+
+
+def test_client_reports_refusals_by_rule(node, stranger, make_bundle):
+    with SubmissionClient(node.url, netuid=NETUID, signer=stranger) as client:
+        with pytest.raises(SubmitError) as info:
+            client.submit(make_bundle())
+    assert (info.value.status, info.value.rule) == (403, "NOT_REGISTERED")
+    with SubmissionClient("http://127.0.0.1:9", netuid=NETUID, signer=stranger) as client:
+        with pytest.raises(SubmitError) as info:
+            client.submit(make_bundle())
+    assert info.value.rule == "CONNECTION"
+
+
+def test_client_tolerates_a_node_without_a_brief(live_server, intake_app):
+    # A node whose API has no program.md route (404) is not an error for the client.
+    url = live_server(intake_app())
+    with SubmissionClient(url, netuid=NETUID) as client:
+        assert client.program_brief() is None
+
+
+def test_openapi_documents_the_routes(node):
+    spec = httpx.get(f"{node.url}/openapi.json").json()
+    assert {"/v1/submissions", "/v1/submissions/{submission_id}", "/v1/health"} <= set(
+        spec["paths"]
+    )

@@ -1,0 +1,162 @@
+"""`prism submit` and scripts/submit.py end to end: a subprocess against a live node."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import select
+
+from prism_challenge.storage import Status, transition
+from prism_challenge.storage.tables import Score, Submission
+
+ROOT = Path(__file__).resolve().parents[2]
+NETUID = 7
+
+
+def wallet_args(wallet) -> list[str]:
+    return [
+        "--wallet.name",
+        wallet.name,
+        "--wallet.hotkey",
+        wallet.hotkey_str,
+        "--wallet.path",
+        wallet.path,
+    ]
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PRISM_")}
+
+
+def prism(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "prism_challenge.cli", "submit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+        cwd=ROOT,
+    )
+
+
+def submission_rows(store) -> list[Submission]:
+    with store.session() as session:
+        return list(session.scalars(select(Submission)).all())
+
+
+def test_prism_submit_end_to_end(node, wallets, bundle_dir):
+    path = bundle_dir("cli")
+    done = prism(
+        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+    )
+    assert done.returncode == 0, done.stderr
+    sid = int(re.search(r"accepted as submission (\d+)", done.stdout).group(1))
+    (row,) = submission_rows(node.store)
+    assert (row.id, row.hotkey, row.status) == (
+        sid,
+        wallets["miner"].hotkey.ss58_address,
+        "received",
+    )
+    again = prism(
+        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"already submitted as submission {sid}" in again.stdout
+
+
+def test_scripts_submit_is_the_same_command(node, wallets, bundle_dir):
+    done = subprocess.run(
+        [sys.executable, "scripts/submit.py", str(bundle_dir("script")), "--url", node.url,
+         "--netuid", str(NETUID), *wallet_args(wallets["rival"])],
+        capture_output=True, text=True, timeout=60, env=clean_env(), cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"accepted as submission \d+", done.stdout)
+    assert len(submission_rows(node.store)) == 1
+
+
+def test_bad_bundle_fails_before_upload(node, wallets, bundle_dir):
+    path = bundle_dir("bad")
+    (path / "training.py").write_text("def train(ctx:\n")
+    done = prism(
+        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+    )
+    assert done.returncode == 2
+    assert "BUNDLE_SYNTAX" in done.stderr and "training.py" in done.stderr
+    assert node.counts() == (0, 0)
+
+
+def test_missing_wallet_is_a_clear_error(node, wallets, bundle_dir, tmp_path):
+    args = ["--wallet.name", "nobody", "--wallet.hotkey", "default", "--wallet.path", str(tmp_path)]
+    done = prism(str(bundle_dir()), "--url", node.url, *args)
+    assert done.returncode == 2
+    assert "no hotkey 'default' in wallet 'nobody'" in " ".join(done.stderr.split())
+
+
+def test_refusal_is_printed_with_its_rule(node, wallets, bundle_dir):
+    done = prism(
+        str(bundle_dir()), "--url", node.url, "--netuid", "99", *wallet_args(wallets["miner"])
+    )
+    assert done.returncode == 1
+    assert "401 NETUID" in done.stderr
+    assert node.counts() == (0, 0)
+
+
+def test_wait_follows_to_the_score_and_shows_the_brief(
+    store, live_server, intake_app, wallets, bundle_dir
+):
+    brief = ("/v1/program.md", lambda: PlainTextResponse("# Brief\nTry deeper models."))
+    url = live_server(intake_app([brief]))
+    cmd = [sys.executable, "-m", "prism_challenge.cli", "submit", str(bundle_dir("wait")),
+           "--url", url, "--netuid", str(NETUID), "--wait", "--poll", "0.1",
+           *wallet_args(wallets["miner"])]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(), cwd=ROOT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not submission_rows(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (row,) = submission_rows(store)
+        with store.session() as session:
+            transition(session, row.id, Status.QUEUED)
+            transition(session, row.id, Status.RUNNING)
+        time.sleep(0.3)
+        with store.session() as session:
+            transition(session, row.id, Status.SCORED)
+            session.add(
+                Score(submission_id=row.id, bpb=1.5, heldout_delta=0.25, eligible=True,
+                      reason=None, corpus="demo", detail={}, created_at=time.time())
+            )  # fmt: skip
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Try deeper models." in out
+    assert f"submission {row.id}: scored; bpb 1.5000, held-out delta 0.2500" in out
+    assert f"submission {row.id}: received" in out
+
+
+def test_wait_exits_1_when_rejected(node, wallets, bundle_dir):
+    cmd = [sys.executable, "-m", "prism_challenge.cli", "submit", str(bundle_dir("rej")),
+           "--url", node.url, "--netuid", str(NETUID), "--wait", "--poll", "0.1",
+           *wallet_args(wallets["miner"])]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(), cwd=ROOT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not submission_rows(node.store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (row,) = submission_rows(node.store)
+        with node.store.session() as session:
+            transition(session, row.id, Status.REJECTED, reason="AST policy: import socket")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert f"submission {row.id}: rejected (AST policy: import socket)" in out
