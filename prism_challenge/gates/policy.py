@@ -165,6 +165,17 @@ class _FileChecker(ast.NodeVisitor):
         parent = self.parent.get(node)
         return isinstance(parent, ast.Attribute) and parent.value is node
 
+    def _is_attr_builtin_base(self, node: ast.AST) -> bool:
+        # getattr(torch, "x") is resolved like torch.x, so the module is not leaked.
+        parent = self.parent.get(node)
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in _ATTR_BUILTINS
+            and bool(parent.args)
+            and parent.args[0] is node
+        )
+
     def _check_attr_name(self, node: ast.AST, base: ast.AST | None, attr: str) -> None:
         base_name = base.id if isinstance(base, ast.Name) else None
         if _is_dunder(attr):
@@ -201,6 +212,9 @@ class _FileChecker(ast.NodeVisitor):
             self._check_import_path(node, f"{node.module}.{alias.name}")
 
     def _check_import_path(self, node: ast.AST, path: str) -> None:
+        if isinstance(R.lookup(path), tuple):  # a named denial says the most
+            self.check_path(node, path, importing=True)
+            return
         parts = path.split(".")
         for part in parts[1:]:
             if _is_dunder(part):
@@ -228,7 +242,9 @@ class _FileChecker(ast.NodeVisitor):
                 self.flag(node, R.DISPATCH, f"'{name}' overrides intercept the harness's ops")
             else:
                 self.flag(node, R.INTROSPECT, f"'{name}' is interpreter internals")
-        if name in self.module_names and not self._is_attribute_base(node):
+        if name in self.module_names and not (
+            self._is_attribute_base(node) or self._is_attr_builtin_base(node)
+        ):
             self.flag(node, R.MODULE_ALIAS, (
                 f"the module '{self.imports[name]}' may only be used as "
                 f"{name}.<name>, not passed around or rebound"))
