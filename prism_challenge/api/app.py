@@ -16,11 +16,15 @@ from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.intake import routes as intake_routes
 from prism_challenge.registry import routes as registry_routes
+from prism_challenge.scoring import routes as scoring_routes
+from prism_challenge.weights import routes as weights_routes
 
 ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     health.build,
     intake_routes.build,
     registry_routes.build,
+    scoring_routes.build,
+    weights_routes.build,
 )
 
 

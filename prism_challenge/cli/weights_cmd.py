@@ -27,6 +27,7 @@ from prism_challenge.config import Settings
 from prism_challenge.storage import Store
 from prism_challenge.weights.chain import WeightsLocked, check_unlocked, set_on_chain
 from prism_challenge.weights.plan import WeightPlan, load_plan
+from prism_challenge.weights.research import registry_credit
 
 
 def _metagraph(settings: Settings, err: Console) -> MetagraphView:
@@ -101,7 +102,9 @@ def weights(
     ] = None,
     research_credits: Annotated[
         Path | None,
-        typer.Option(help="JSON object hotkey -> research credit for the research share."),
+        typer.Option(
+            help="JSON object hotkey -> research credit (default: the registry's credits)."
+        ),
     ] = None,
     set_weights: Annotated[
         bool,
@@ -120,6 +123,8 @@ def weights(
     metagraph = _metagraph(settings, err)
     store = _open_store(settings.storage.url)
     try:
+        if research_credits is None:
+            credit = registry_credit(store, settings)
         with store.session() as session:
             plan = load_plan(
                 session, metagraph, settings, research_credit=credit, corpus=corpus

@@ -10,18 +10,24 @@ from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import ApiError
 from prism_challenge.scoring.routes import CORPUS_HELP
 from prism_challenge.weights.plan import WeightPlan, load_plan
+from prism_challenge.weights.research import registry_credit
 
 
 def build(
     deps: ApiDeps, research_credit: Callable[[], Mapping[str, float]] | None = None
 ) -> APIRouter:
-    """`research_credit` is the registry's hook, called per request; default: no credit."""
+    """`research_credit` is called per request; default: the registry's credit when
+    `weights.research_share > 0`, else none."""
     router = APIRouter(prefix="/v1", tags=["weights"])
 
     @router.get("/weights", response_model=WeightPlan)
     def weights(corpus: str | None = Query(None, description=CORPUS_HELP)) -> WeightPlan:
-        credit = research_credit() if research_credit is not None else {}
         try:
+            credit = (
+                research_credit()
+                if research_credit is not None
+                else registry_credit(deps.store, deps.settings)
+            )
             with deps.store.session() as session:
                 return load_plan(
                     session, deps.metagraph, deps.settings, research_credit=credit, corpus=corpus

@@ -117,3 +117,14 @@ def test_research_credits_file_feeds_the_research_share(node, tmp_path):
 def test_settings_refuse_inverted_gap_thresholds():
     with pytest.raises(ValueError, match="gap_zero"):
         ScoringSettings(gap_penalty_start=0.5, gap_zero=0.5)
+
+
+def test_research_share_without_a_file_reads_the_registry_credits(node):
+    cfg = node.parent / "registry.yaml"
+    cfg.write_text(node.read_text().replace("burn_uid: 0", "burn_uid: 0\n  research_share: 0.25"))
+    out = _run("-m", "prism_challenge.cli", "weights", "-c", str(cfg), "--json")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    # A fresh registry has credited nobody, so the research quarter burns with the rest.
+    assert (plan["uids"], plan["weights_u16"]) == ([0, 2], [21845, 65535])
+    assert plan["rows"][0]["reasons"] == ["burn: unassigned share 0.25"]
