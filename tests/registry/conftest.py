@@ -1,0 +1,88 @@
+"""Registry fixtures: observation builders and a local OpenAI-compatible LLM stub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi import FastAPI
+
+from prism_challenge.api.server import ApiServer
+from prism_challenge.config.settings import RegistrySettings
+from prism_challenge.registry import Observation
+
+
+def measured(opt="adamw", lr=3e-4, params=5_000_000, layers=4, census=None, batch=16, **kw):
+    return {
+        "param_count": params,
+        "layer_count": layers,
+        "module_census": census if census is not None else {"LayerNorm": 2},
+        "optimizers": [{"cls": opt, "hparams": {"lr": lr}}],
+        "batch_size": batch,
+        **kw,
+    }
+
+
+def obs(i, bpb, hotkey=None, eligible=True, declared=None, **m) -> Observation:
+    return Observation(
+        submission_id=i,
+        hotkey=hotkey or f"hk{i}",
+        digest=f"{i:064x}",
+        measured=measured(**m),
+        declared=declared or {},
+        bpb=bpb,
+        eligible=eligible,
+        accepted_at=1000.0 + i,
+    )
+
+
+@pytest.fixture
+def cfg() -> RegistrySettings:
+    return RegistrySettings()
+
+
+class LlmStub:
+    """Answers /v1/chat/completions with the next queued content (a JSON string), records
+    each request, and can be told to fail with an HTTP status."""
+
+    def __init__(self) -> None:
+        self.answers: list[str] = []
+        self.requests: list[dict] = []
+        self.fail_status: int | None = None
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        def complete(body: dict):
+            from fastapi.responses import JSONResponse
+
+            self.requests.append(body)
+            if self.fail_status is not None:
+                return JSONResponse({"error": {"message": "down"}}, status_code=self.fail_status)
+            content = self.answers.pop(0) if self.answers else "{}"
+            return {
+                "id": "stub", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        self.server = ApiServer(app)
+
+    def queue(self, doc: dict) -> None:
+        self.answers.append(json.dumps(doc))
+
+
+@pytest.fixture
+def llm():
+    stub = LlmStub()
+    stub.server.start()
+    yield stub
+    stub.server.stop()
+
+
+@pytest.fixture
+def client(llm):
+    import openai
+
+    return openai.OpenAI(base_url=f"{llm.server.url}/v1", api_key="test", max_retries=0,
+                         timeout=10)

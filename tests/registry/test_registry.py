@@ -1,0 +1,172 @@
+"""The store-backed registry: evidence per claim, replay determinism, bad input, journal."""
+
+import hashlib
+import math
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import func, select
+
+from prism_challenge.config.settings import RegistrySettings, Settings
+from prism_challenge.registry import LedgerError, Registry, replay
+from prism_challenge.registry.directives import CHARTER, END, START, mutable_block
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import RegistryEvent
+from tests.registry.conftest import obs
+
+OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
+       "importance": 0.8}
+NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
+                 "control": "layernorm"}, "importance": 0.5}
+
+
+def _feed(reg, n, effect=0.05, start=0):
+    """Alternate muon / adamw runs from distinct hotkeys; muon is better by `effect`."""
+    for i in range(start, start + n):
+        muon = i % 2 == 0
+        wobble = 0.001 * ((i * 7919) % 11 - 5)  # deterministic noise, |x| <= 0.005
+        reg.observe(obs(i, 2.0 - (effect if muon else 0.0) + wobble,
+                        opt="muon" if muon else "adamw"))
+
+
+def test_seeds_are_ledger_events_and_listed(store):
+    reg = Registry(store, Settings())
+    hyps = reg.hypotheses()
+    assert len(hyps) == 8 and {h["origin"] for h in hyps} == {"seed"}
+    assert Registry(store, Settings()).hypotheses() == hyps  # reopening does not reseed
+    with store.session() as s:
+        assert s.execute(select(func.count()).select_from(RegistryEvent)).scalar() == 8
+
+
+def test_a_true_effect_is_supported_and_only_its_claim_moves(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT, NORM])
+    _feed(reg, 24)
+    opt, norm = reg.hypotheses()
+    assert (opt["wins"], opt["losses"]) == (12, 0)  # 24 runs -> 12 disjoint matched pairs
+    assert opt["status"] == "supported"
+    assert opt["effect"]["n"] == 12
+    assert opt["effect"]["mean_gain_bpb"] == pytest.approx(0.05, abs=0.006)
+    assert opt["posterior"]["a"] == 14 and opt["posterior"]["b"] == 2
+    assert norm["n"] == 0  # nobody varied the norm: no evidence for it at all
+
+
+def test_a_reversed_effect_is_refuted_and_archived(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    _feed(reg, 24, effect=-0.05)
+    (opt,) = reg.hypotheses()
+    assert opt["status"] == "refuted" and opt["archived"]
+    assert reg.hypotheses(include_archived=False) == []
+    _, _, doc = reg.program()
+    assert doc["recipe"] == {"optimizer": "adamw"}
+
+
+def test_runs_of_one_hotkey_never_make_evidence(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    for i in range(20):
+        reg.observe(obs(i, 2.0 - 0.05 * (i % 2), hotkey="sybil",
+                        opt="muon" if i % 2 else "adamw"))
+    assert reg.hypotheses()[0]["n"] == 0
+
+
+def test_ineligible_runs_are_kept_but_never_evidence(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    for i in range(10):
+        reg.observe(obs(i, 0.1, eligible=False, opt="muon" if i % 2 else "adamw"))
+    state = reg.state()
+    assert state.n_obs == 10 and state.n_eligible == 0 and state.hypotheses["H001"].n == 0
+
+
+def test_observe_is_idempotent_per_submission(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    reg.observe(obs(1, 2.0))
+    reg.observe(obs(1, 1.0))
+    assert reg.state().n_obs == 1
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
+def test_bad_observation_is_refused_and_stores_nothing(store, bad):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    before = reg.program()[1]
+    with pytest.raises(ValidationError):
+        reg.observe(obs(1, bad))
+    with pytest.raises(ValidationError):
+        reg.observe({"submission_id": 2, "hotkey": "", "digest": "d", "bpb": 2.0,
+                     "eligible": True, "accepted_at": 0})
+    assert reg.state().n_obs == 0 and reg.program()[1] == before
+
+
+def test_refused_hypothesis_stores_nothing(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    mirrored = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "adamw",
+                         "control": "muon"}}
+    for payload in (mirrored, {"spec": {"kind": "single", "axis": "nope", "treatment": "a",
+                                        "control": "b"}}, {"spec": {"kind": "weird"}}):
+        with pytest.raises(LedgerError):
+            reg.add_hypothesis(payload)
+    assert list(reg.state().hypotheses) == ["H001"]
+
+
+def test_replaying_the_ledger_gives_the_same_digest(tmp_path):
+    cfg = RegistrySettings(checkpoint_every=10)
+    a = Registry(Store(f"sqlite:///{tmp_path / 'a.db'}"), cfg, seeds=[OPT, NORM])
+    b = Registry(Store(f"sqlite:///{tmp_path / 'b.db'}"), cfg, seeds=[OPT, NORM])
+    _feed(a, 30)
+    _feed(b, 30)
+    text, digest, doc = a.program()
+    assert digest == hashlib.sha256(text.encode()).hexdigest() == doc["digest"]
+    assert b.program()[1] == digest  # another store, same ledger
+    assert a.replay().model_dump_json() == a.state().model_dump_json()  # fold from scratch
+    with a.store.session() as s:
+        events = [(e.kind, e.payload) for e in s.execute(select(RegistryEvent)).scalars()]
+    from prism_challenge.registry.directives import render_program
+
+    assert render_program(replay(events, cfg), cfg)[1] == digest
+    a.observe(obs(99, 1.9, opt="muon"))
+    assert a.program()[1] != digest  # new evidence, new brief
+
+
+def test_program_has_the_immutable_charter_and_one_mutable_block(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT, NORM])
+    first = reg.program()[0]
+    _feed(reg, 24)
+    text = reg.program()[0]
+    assert text.startswith(CHARTER) and first.startswith(CHARTER)
+    assert text.count(START) == 1 and text.count(END) == 1
+    block = mutable_block(text)
+    assert "H001 supported: optimizer=muon gives lower bpb than optimizer=adamw" in block
+    assert "use optimizer=muon" in block
+    with pytest.raises(ValueError):
+        mutable_block(CHARTER)
+
+
+def test_checkpoint_journal_every_n_observations(store):
+    reg = Registry(store, RegistrySettings(checkpoint_every=10), seeds=[OPT, NORM])
+    _feed(reg, 25)
+    journal = reg.checkpoints()
+    assert [c["at"] for c in journal] == [10, 20]
+    assert journal[0]["new"] == ["H001", "H002"]
+    assert journal[0]["moved"]["H001"][0] == 0.5 and journal[0]["moved"]["H001"][1] > 0.5
+    assert "H001" in journal[1]["shares"]  # H001 got decided: its share fell to 0
+    assert journal[1]["shares"]["H001"][1] == 0.0
+
+
+def test_research_credits_reward_filling_cells_and_deciding(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    _feed(reg, 24)
+    credits = reg.research_credits()
+    assert sum(credits.values()) == pytest.approx(1.0)
+    # 10 runs completed a pair while H001 was open (1 point each; the 11th and 12th pairs
+    # came after the decision and earn nothing); the one that decided it earned 3 more
+    decided_by = f"hk{reg.state().hypotheses['H001'].decided_at - 1}"
+    assert credits[decided_by] == pytest.approx(4 / 13)
+    assert len(credits) == 10
+    assert reg.research_credits() == credits
+
+
+def test_theory_graph_links_claims_sharing_an_axis(store):
+    reg = Registry(store, Settings())
+    graph = reg.theory_graph()
+    ids = {n["id"] for n in graph["nodes"]}
+    assert {"H001", "H008", "axis:optimizer"} <= ids
+    assert {"from": "H001", "to": "H008", "type": "parent"} in graph["edges"]
+    assert {"from": "H001", "to": "H008", "type": "linked"} in graph["edges"]
