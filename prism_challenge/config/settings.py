@@ -71,6 +71,16 @@ class LlmSettings(Section):
     timeout_s: float = Field(60.0, gt=0)
     backoff_s: float = Field(30.0, gt=0)
     max_backoff_s: float = Field(3600.0, gt=0)
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    max_output_tokens: int = Field(1024, ge=64)
+    temperature: float = Field(0.0, ge=0, le=2)
+
+
+class GatesSettings(Section):
+    """Pre-GPU gates (issue 5): duplicate detection and how much one pass handles."""
+
+    duplicate_threshold: float = Field(0.85, gt=0, le=1)
+    batch_size: int = Field(32, ge=1)
 
 
 class SandboxSettings(Section):
@@ -180,6 +190,7 @@ class Settings(BaseSettings):
     challenge: ChallengeSettings = ChallengeSettings()
     intake: IntakeSettings = IntakeSettings()
     llm: LlmSettings = LlmSettings()
+    gates: GatesSettings = GatesSettings()
     sandbox: SandboxSettings = SandboxSettings()
     scoring: ScoringSettings = ScoringSettings()
     weights: WeightsSettings = WeightsSettings()

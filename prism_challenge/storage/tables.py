@@ -141,3 +141,50 @@ class RegistryCheckpoint(Base):
 
     at: Mapped[int] = mapped_column(Integer, primary_key=True)
     entry: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
+class LlmVerdict(Base):
+    """An LLM review verdict, cached by bundle digest and gate policy version (issue 5).
+
+    Only well-formed verdicts are stored; a failed or malformed review is never cached.
+    """
+
+    __tablename__ = "llm_verdicts"
+    __table_args__ = (UniqueConstraint("digest", "policy_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    policy_version: Mapped[str] = mapped_column(String(32), nullable=False)
+    decision: Mapped[str] = mapped_column(String(8), nullable=False)
+    verdict: Mapped[dict] = mapped_column(JSON, nullable=False)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class GateHold(Base):
+    """How often the gates held a submission (LLM unavailable): drives its backoff."""
+
+    __tablename__ = "gate_holds"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    holds: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class BundleFingerprint(Base):
+    """The normalised-AST fingerprint of a bundle that passed the static gates (B7).
+
+    `active` turns false when the submission is later rejected, so a refused bundle never
+    blocks anyone; `accepted_at` (copied from the submission) decides precedence.
+    """
+
+    __tablename__ = "bundle_fingerprints"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    hotkey: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    digest: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    exact: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    shingles: Mapped[list] = mapped_column(JSON, nullable=False)
+    accepted_at: Mapped[float] = mapped_column(Float, nullable=False)
+    active: Mapped[bool] = mapped_column(nullable=False, default=True)
