@@ -104,7 +104,8 @@ def build_plan(
             uid_of[hk],
             hk,
             share,
-            f"leader: submission {leader.submission_id} bpb {leader.bpb:.6f} on {board.corpus}",
+            f"leader: submission {leader.submission_id} bpb {leader.bpb:.6f} on {board.corpus}"
+            + (" (scored without LLM review)" if leader.unreviewed else ""),
         )
     for hk, share in payout.research.items():
         add(uid_of[hk], hk, share, f"research credit {credit[hk]:g}")

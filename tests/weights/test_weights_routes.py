@@ -41,6 +41,9 @@ def test_leaderboard_and_weights_over_http(store):
             for s in board["standings"]] == [(1, HOTKEYS[2], True, True),
                                               (2, HOTKEYS[1], False, False)]
     assert (plan["uids"], plan["weights_u16"], plan["block"]) == ([2], [65535], 9)
+    assert plan["rows"][0]["reasons"] == [
+        "leader: submission 2 bpb 1.000000 on demo (scored without LLM review)"
+    ]
     # The latest corpus is fineweb-edu, whose only scorer is not registered: burn.
     assert latest["corpus"] == "fineweb-edu"
     assert (latest["uids"], latest["weights_u16"]) == ([0], [65535])
