@@ -137,7 +137,16 @@ def _evidence(state, h: HypState, reading: AxisReading, hotkey: str, bpb: float,
     result = outcome(c.gain, cfg.tie_bpb)
     if result == "tie":
         h.ties += 1
-        return
+    else:
+        _count(state, h, result, hotkey, cfg)
+    if h.canary_axis:
+        _judge_canary(state, h, cfg)
+    if h.status == "refuted" and not h.archived:
+        h.archived = True
+        h.archive_reason = f"refuted at observation {state.n_obs}"
+
+
+def _count(state: RegistryState, h: HypState, result: str, hotkey: str, cfg) -> None:
     if result == "win":
         h.wins += 1
     else:
@@ -148,16 +157,12 @@ def _evidence(state, h: HypState, reading: AxisReading, hotkey: str, bpb: float,
     if h.status != "active" and before == "active":
         h.decided_at = state.n_obs
         state.credits.append([state.n_obs, hotkey, DECIDE_POINTS])
-    if h.canary_axis:
-        _judge_canary(state, h, cfg)
-    if h.status == "refuted" and not h.archived:
-        h.archived = True
-        h.archive_reason = f"refuted at observation {state.n_obs}"
 
 
 def _judge_canary(state: RegistryState, h: HypState, cfg) -> None:
-    """A canary axis is kept when its own contrast shows a direction, else reverted."""
-    if h.status == "active" and h.n < cfg.canary_n:
+    """After canary_n contrasts (ties included) a canary axis is kept when its own contrast
+    shows a direction (or a decision), else reverted."""
+    if h.status == "active" and h.gain_n < cfg.canary_n:
         return
     t = terms_of(h, cfg)
     axis = h.canary_axis

@@ -1,0 +1,38 @@
+"""The registry's HTTP routes on the real API app under uvicorn."""
+
+import hashlib
+
+import httpx
+
+from prism_challenge.api.app import create_app
+from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.server import ApiServer
+from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.config.settings import Settings
+from prism_challenge.registry import Registry
+from tests.registry.conftest import obs
+
+
+def test_program_md_json_and_hypotheses_are_served(store):
+    settings = Settings()
+    reg = Registry(store, settings)
+    for i in range(6):
+        reg.observe(obs(i, 2.0 - 0.01 * i, opt="muon" if i % 2 else "adamw"))
+    deps = ApiDeps(settings=settings, store=store, metagraph=StaticMetagraph.of([], allow_any=True))
+    with ApiServer(create_app(deps)) as server:
+        md = httpx.get(f"{server.url}/v1/program.md")
+        doc = httpx.get(f"{server.url}/v1/program.json").json()
+        hyps = httpx.get(f"{server.url}/v1/hypotheses").json()
+        panel = httpx.get(f"{server.url}/v1/registry/panel")
+        graph = httpx.get(f"{server.url}/v1/registry/graph").json()
+    assert md.status_code == 200
+    assert md.headers["content-type"].startswith("text/markdown")
+    digest = md.headers["x-prism-program-digest"]
+    assert digest == hashlib.sha256(md.content).hexdigest() == doc["digest"]
+    assert digest == reg.program()[1]
+    assert doc["observations"] == 6
+    assert [h["id"] for h in hyps] == [f"H{i:03d}" for i in range(1, 9)]
+    assert hyps[0]["posterior"]["a"] == 2 + hyps[0]["wins"]
+    assert panel.text.startswith('<table class="prism-posteriors">')
+    assert panel.text.count("<tr>") == 9
+    assert len([n for n in graph["nodes"] if n["type"] == "hypothesis"]) == 8
