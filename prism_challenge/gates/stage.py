@@ -1,0 +1,179 @@
+"""The gate stage: every due `received` submission goes through three gates in order.
+
+1. AST policy + contract (`check_policy`): a violation is a final rejection; the LLM never
+   sees such a bundle, so no prompt injection can undo it.
+2. Duplicates: a near-copy of another hotkey's earlier standing bundle is rejected with a
+   pointer to the original; otherwise the fingerprint is recorded.
+3. LLM review (cached by digest and policy version): allow -> queued, reject -> rejected.
+   If the reviewer is unavailable the submission stays `received` with a reason and a
+   `not_before` pushed back exponentially (llm.backoff_s .. llm.max_backoff_s). With
+   `llm.enabled: false` it is queued and marked `reviewed = "unreviewed"`.
+
+No database transaction is held open during the LLM call, and every status change is a
+compare-and-set through `lifecycle.transition`, so concurrent workers cannot double-move
+a submission.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from prism_challenge.bundle import Bundle, BundleError
+from prism_challenge.config.settings import Settings
+from prism_challenge.gates.duplicates import deactivate, find_original, record_fingerprint
+from prism_challenge.gates.fingerprint import fingerprint
+from prism_challenge.gates.policy import check_policy
+from prism_challenge.gates.prompt import GATE_POLICY_VERSION
+from prism_challenge.gates.reviewer import LlmReviewer, ReviewUnavailable
+from prism_challenge.gates.verdict import Verdict
+from prism_challenge.gates.violation import summarise
+from prism_challenge.storage import IllegalTransition, Status, Store, transition
+from prism_challenge.storage.tables import GateHold, LlmVerdict, Submission
+
+REVIEWED_LLM = "llm"
+REVIEWED_NONE = "unreviewed"
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    submission_id: int
+    status: Status  # queued, rejected, or received (held)
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    id: int
+    hotkey: str
+    digest: str
+    accepted_at: float
+    blob: bytes
+
+
+class GateStage:
+    def __init__(self, settings: Settings, store: Store, reviewer: LlmReviewer | None) -> None:
+        if settings.llm.enabled and reviewer is None:
+            raise ValueError(
+                "llm.enabled is true but no reviewer was given: pass LlmReviewer(settings.llm) "
+                "or set llm.enabled: false explicitly"
+            )
+        self.settings = settings
+        self.store = store
+        self.reviewer = reviewer if settings.llm.enabled else None
+
+    def process_due(self, now: float | None = None) -> list[GateOutcome]:
+        """Gate every `received` submission whose not_before <= now (oldest first)."""
+        now = time.time() if now is None else now
+        with self.store.session() as s:
+            ids = list(s.scalars(
+                select(Submission.id)
+                .where(Submission.status == Status.RECEIVED.value, Submission.not_before <= now)
+                .order_by(Submission.accepted_at, Submission.id)
+                .limit(self.settings.gates.batch_size)
+            ))
+        outcomes = []
+        for submission_id in ids:
+            outcome = self.process_one(submission_id, now)
+            if outcome is not None:
+                outcomes.append(outcome)
+        return outcomes
+
+    def process_one(self, submission_id: int, now: float) -> GateOutcome | None:
+        """Gate one submission; None if it is no longer `received` (another worker won)."""
+        with self.store.session() as s:
+            row = s.get(Submission, submission_id)
+            if row is None or row.status != Status.RECEIVED.value:
+                return None
+            c = _Candidate(row.id, row.hotkey, row.digest, row.accepted_at, row.bundle)
+        try:
+            bundle = Bundle.from_wire(c.blob)
+        except BundleError as exc:
+            return self._finish(c.id, Status.REJECTED, f"bundle refused: {exc}", now)
+
+        violations = check_policy(bundle.files)
+        if violations:
+            return self._finish(
+                c.id, Status.REJECTED, "AST policy:\n" + summarise(violations), now)
+
+        fp = fingerprint(bundle.files)
+        with self.store.session() as s:
+            match = find_original(
+                s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
+                accepted_at=c.accepted_at, fp=fp,
+                threshold=self.settings.gates.duplicate_threshold)
+            if match is None:
+                record_fingerprint(s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
+                                   accepted_at=c.accepted_at, fp=fp)
+            cached = s.scalar(select(LlmVerdict).where(
+                LlmVerdict.digest == c.digest, LlmVerdict.policy_version == GATE_POLICY_VERSION))
+            cached_verdict = None if cached is None else Verdict.model_validate(cached.verdict)
+        if match is not None:
+            return self._finish(c.id, Status.REJECTED, match.reason(), now)
+
+        if self.reviewer is None:
+            return self._finish(c.id, Status.QUEUED, "gates passed (LLM review disabled)", now,
+                                reviewed=REVIEWED_NONE)
+        verdict, fresh = cached_verdict, False
+        if verdict is None:
+            texts = {name: bundle.source(name) for name in bundle.files}
+            try:
+                verdict = self.reviewer.review(texts, c.digest)
+            except ReviewUnavailable as exc:
+                return self._hold(c.id, str(exc), now)
+            fresh = True
+        if verdict.decision == "allow":
+            status, reason = Status.QUEUED, "gates passed (LLM review: allow)"
+        else:
+            status, reason = Status.REJECTED, "LLM review rejected:\n" + verdict.summary()
+        return self._finish(c.id, status, reason, now, reviewed=REVIEWED_LLM,
+                            cache=(c.digest, verdict) if fresh else None)
+
+    def _finish(
+        self, submission_id: int, status: Status, reason: str, now: float, *,
+        reviewed: str | None = None, cache: tuple[str, Verdict] | None = None,
+    ) -> GateOutcome | None:
+        try:
+            with self.store.session() as s:
+                if cache is not None:
+                    self._cache(s, *cache, now)
+                row = transition(s, submission_id, status, reason=reason,
+                                 expected=Status.RECEIVED, now=now)
+                if reviewed is not None:
+                    row.reviewed = reviewed
+                if status == Status.REJECTED:
+                    deactivate(s, submission_id)
+        except IllegalTransition:
+            return None
+        return GateOutcome(submission_id, status, reason)
+
+    def _cache(self, s, digest: str, verdict: Verdict, now: float) -> None:
+        exists = s.scalar(select(LlmVerdict.id).where(
+            LlmVerdict.digest == digest, LlmVerdict.policy_version == GATE_POLICY_VERSION))
+        if exists is None:
+            s.add(LlmVerdict(digest=digest, policy_version=GATE_POLICY_VERSION,
+                             decision=verdict.decision, verdict=verdict.model_dump(),
+                             model=self.settings.llm.model, created_at=now))
+
+    def _hold(self, submission_id: int, error: str, now: float) -> GateOutcome | None:
+        llm = self.settings.llm
+        try:
+            with self.store.session() as s:
+                hold = s.get(GateHold, submission_id)
+                if hold is None:
+                    hold = GateHold(submission_id=submission_id, holds=0, updated_at=now)
+                    s.add(hold)
+                delay = min(llm.max_backoff_s, llm.backoff_s * 2.0 ** min(hold.holds, 60))
+                hold.holds += 1
+                hold.last_error = error
+                hold.updated_at = now
+                retry = datetime.fromtimestamp(now + delay, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                reason = f"held: LLM review unavailable ({error}), retry at {retry}"
+                transition(s, submission_id, Status.RECEIVED, reason=reason,
+                           expected=Status.RECEIVED, not_before=now + delay, now=now)
+        except IllegalTransition:
+            return None
+        return GateOutcome(submission_id, Status.RECEIVED, reason)
