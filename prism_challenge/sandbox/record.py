@@ -20,6 +20,7 @@ ExitReason = Literal[
     "memory",  # memory limit hit, process tree killed
     "pids",  # process limit hit (fork bomb), process tree killed
     "disk",  # scratch-space limit hit
+    "output",  # flooded stdout/stderr past the output limit
     "crash",  # the miner's code raised or a process died
     "contract",  # build_model/train broke the contract (bad output shape, over the cap...)
     "infra",  # the validator's side failed (retryable)
@@ -100,6 +101,7 @@ class EvalResult(Model):
     uniform_nats_per_token: float  # ln(vocab_size): what a know-nothing model pays
     probe_trained: ProbeResult | None = None
     probe_twin: ProbeResult | None = None
+    step0_weights_match_twin: bool | None = None  # info: train() changed weights before step 0
     exit_reason: ExitReason = "ok"
     detail: str = ""
 

@@ -1,0 +1,161 @@
+"""Kernel-enforced memory and process limits for one sandbox, via cgroups (v2 or v1).
+
+A fork bomb or a memory bomb must hit a wall the kernel holds, not a poll loop we hope is
+fast enough. When no writable cgroup hierarchy exists (an unprivileged host), `create`
+returns None and the supervisor falls back to polling the process tree.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip().lstrip("-").isdigit():
+                out[key] = int(value)
+    except OSError:
+        pass
+    return out
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+@dataclass
+class Cgroup:
+    """One sandbox's cgroup: `dirs` are the directories a process joins (one per hierarchy)."""
+
+    version: int
+    memory_dir: Path
+    pids_dir: Path
+
+    @property
+    def dirs(self) -> tuple[Path, ...]:
+        return tuple(dict.fromkeys((self.memory_dir, self.pids_dir)))
+
+    @classmethod
+    def create(cls, name: str, memory_bytes: int, pids_max: int) -> Cgroup | None:
+        try:
+            if (ROOT / "cgroup.controllers").exists():
+                return cls._create_v2(name, memory_bytes, pids_max)
+            if (ROOT / "memory").is_dir() and (ROOT / "pids").is_dir():
+                return cls._create_v1(name, memory_bytes, pids_max)
+        except OSError:
+            return None
+        return None
+
+    @classmethod
+    def _create_v1(cls, name: str, memory_bytes: int, pids_max: int) -> Cgroup:
+        mem = ROOT / "memory" / "prism" / name
+        pids = ROOT / "pids" / "prism" / name
+        made: list[Path] = []
+        try:
+            for d in (mem, pids):
+                d.mkdir(parents=True, exist_ok=False)
+                made.append(d)
+            _write(mem / "memory.limit_in_bytes", str(memory_bytes))
+            swap = mem / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                _write(swap, str(memory_bytes))
+            _write(pids / "pids.max", str(pids_max))
+        except OSError:
+            for d in made:
+                d.rmdir()
+            raise
+        return cls(1, mem, pids)
+
+    @classmethod
+    def _create_v2(cls, name: str, memory_bytes: int, pids_max: int) -> Cgroup:
+        parent = ROOT / "prism"
+        parent.mkdir(exist_ok=True)
+        _write(parent / "cgroup.subtree_control", "+memory +pids")
+        d = parent / name
+        d.mkdir(exist_ok=False)
+        try:
+            _write(d / "memory.max", str(memory_bytes))
+            _write(d / "memory.swap.max", "0")
+            _write(d / "pids.max", str(pids_max))
+        except OSError:
+            d.rmdir()
+            raise
+        return cls(2, d, d)
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (called in the child before exec)."""
+        pid = str(os.getpid())
+        for d in self.dirs:
+            _write(d / "cgroup.procs", pid)
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        return _read_kv(self.memory_dir / name).get("oom_kill", 0)
+
+    def memory_limit_hits(self) -> int:
+        if self.version == 2:
+            return _read_kv(self.memory_dir / "memory.events").get("max", 0)
+        return _read_int(self.memory_dir / "memory.failcnt") or 0
+
+    def fork_refusals(self) -> int:
+        return _read_kv(self.pids_dir / "pids.events").get("max", 0)
+
+    def peak_memory(self) -> int | None:
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        return _read_int(self.memory_dir / name)
+
+    def pids(self) -> list[int]:
+        try:
+            text = (self.pids_dir / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def kill_all(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL every process in the cgroup until it is empty."""
+        kill_file = self.pids_dir / "cgroup.kill"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pids = self.pids()
+            if not pids:
+                return
+            if self.version == 2 and kill_file.exists():
+                _write(kill_file, "1")
+            else:
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)

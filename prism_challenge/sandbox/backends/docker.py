@@ -1,0 +1,110 @@
+"""Isolation with Docker, for production GPU hosts (driven through the `docker` SDK).
+
+`container_kwargs` is a pure function of the spec so the exact container we ask for is
+testable without an engine: no network, read-only root, every capability dropped,
+no-new-privileges, pid and memory limits, a size-limited tmpfs, uid 65534, GPUs by device
+request, and the pinned image.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec
+from prism_challenge.sandbox.backends.supervise import dir_size
+
+NOBODY = "65534:65534"
+
+
+def container_kwargs(spec: SandboxSpec, image: str) -> dict[str, Any]:
+    from docker.types import DeviceRequest
+
+    volumes = {
+        str(m.host): {"bind": m.target, "mode": "rw" if m.writable else "ro"} for m in spec.mounts
+    }
+    kwargs: dict[str, Any] = {
+        "image": image,
+        "command": list(spec.argv),
+        "environment": dict(spec.env),
+        "working_dir": spec.cwd,
+        "user": NOBODY,
+        "network_mode": "none",
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "pids_limit": spec.limits.pids_max,
+        "mem_limit": spec.limits.memory_bytes,
+        "memswap_limit": spec.limits.memory_bytes,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={min(spec.limits.disk_bytes, 2**30)}"},
+        "shm_size": min(spec.limits.memory_bytes // 4, 2**31),
+        "ulimits": _ulimits(spec),
+        "volumes": volumes,
+        "ipc_mode": "private",
+        "detach": True,
+        "name": spec.name,
+        "labels": {"prism.sandbox": "1"},
+    }
+    if spec.gpus:
+        kwargs["device_requests"] = [
+            DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])
+        ]
+    return kwargs
+
+
+def _ulimits(spec: SandboxSpec) -> list:
+    from docker.types import Ulimit
+
+    return [
+        Ulimit(name="core", soft=0, hard=0),
+        Ulimit(name="fsize", soft=spec.limits.disk_bytes, hard=spec.limits.disk_bytes),
+        Ulimit(name="nofile", soft=4096, hard=4096),
+    ]
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self, image: str, client: Any = None) -> None:
+        import docker
+
+        self.image = image
+        self.client = client or docker.from_env()
+
+    def run(self, spec: SandboxSpec) -> SandboxResult:
+        (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
+        # The container runs as 65534; it must be able to use the run's writable mounts.
+        for mount in spec.mounts:
+            if mount.writable:
+                mount.host.chmod(0o777)
+        container = self.client.containers.run(**container_kwargs(spec, self.image))
+        start = time.monotonic()
+        cause, detail = None, ""
+        try:
+            while True:
+                container.reload()
+                if container.status in ("exited", "dead"):
+                    break
+                if time.monotonic() - start > spec.limits.wall_s:
+                    cause, detail = "timeout", f"wall-clock limit of {spec.limits.wall_s:.0f}s"
+                    break
+                if dir_size(spec.scratch) > spec.limits.disk_bytes:
+                    cause, detail = "disk", f"scratch space over {spec.limits.disk_bytes} bytes"
+                    break
+                time.sleep(0.5)
+            if cause is not None:
+                container.kill()
+            state = container.attrs.get("State", {})
+            code = container.wait(timeout=30).get("StatusCode")
+            logs = container.logs(stdout=True, stderr=True, tail=2000) or b""
+            if cause is None and state.get("OOMKilled"):
+                cause, detail = "memory", f"memory limit of {spec.limits.memory_bytes} bytes"
+            if cause is None:
+                cause = "ok" if code == 0 else "crash"
+                detail = "" if code == 0 else f"exit status {code}"
+            output = logs[-spec.limits.output_bytes:].decode("utf-8", errors="replace")
+            hit = () if cause in ("ok", "crash") else (cause,)
+            return SandboxResult(cause, code, time.monotonic() - start, output, len(logs),
+                                 None, detail, hit)
+        finally:
+            container.remove(force=True)

@@ -1,0 +1,85 @@
+"""What a sandbox run needs, independent of how it is isolated.
+
+A `SandboxSpec` names the program, what is visible (mounts), the environment (already
+scrubbed: nothing of the validator's leaks in) and the limits. Backends turn it into a
+bubblewrap command line or a Docker container; the watchdog enforces what the kernel
+cannot enforce for us.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+ExitCause = Literal["ok", "crash", "timeout", "memory", "pids", "disk", "output", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float
+    memory_bytes: int
+    pids_max: int
+    disk_bytes: int
+    output_bytes: int
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    argv: tuple[str, ...]
+    mounts: tuple[Mount, ...]
+    env: dict[str, str]
+    limits: Limits
+    scratch: Path  # host directory mounted writable; its size counts against disk_bytes
+    cwd: str = "/scratch"
+    gpus: tuple[str, ...] = ()
+    name: str = "prism-run"
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    cause: ExitCause
+    exit_code: int | None
+    wall_s: float
+    output: str  # the tail of stdout+stderr, at most limits.output_bytes
+    output_bytes_total: int
+    peak_memory_bytes: int | None = None
+    detail: str = ""
+    limits_hit: tuple[str, ...] = field(default_factory=tuple)
+
+
+class IsolationBackend(Protocol):
+    """Runs a spec to completion (or to a limit) and says why it ended."""
+
+    name: str
+
+    def run(self, spec: SandboxSpec) -> SandboxResult: ...
+
+
+def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment a sandboxed process sees: no secrets, no proxies, no HOME."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/scratch",
+        "TMPDIR": "/scratch/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONHASHSEED": "0",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+        "TORCHINDUCTOR_CACHE_DIR": "/scratch/inductor",
+        "TRITON_CACHE_DIR": "/scratch/triton",
+        "MPLCONFIGDIR": "/scratch/mpl",
+        "HF_HUB_OFFLINE": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
+    env.update(extra or {})
+    return env

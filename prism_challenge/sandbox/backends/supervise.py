@@ -1,0 +1,204 @@
+"""Run one sandboxed process tree to completion or to the first limit it breaks.
+
+Shared by every backend that runs a local process (bubblewrap, none): start the program in
+its own session and cgroup, keep only the tail of its output, watch wall time, memory,
+processes and scratch disk, and kill the whole tree with a recorded cause.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from prism_challenge.sandbox.backends.cgroup import Cgroup
+from prism_challenge.sandbox.backends.spec import ExitCause, Limits, SandboxResult
+
+POLL_S = 0.05
+DISK_POLL_S = 0.5
+OUTPUT_KILL_FACTOR = 64  # output beyond 64x the kept tail is a flood: kill
+
+
+def dir_size(path: Path) -> int:
+    """Bytes allocated below `path` (sparse files count what they really use)."""
+    total = 0
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return total
+
+
+def _tree(root: int) -> list[int]:
+    """Pids of `root` and all its descendants (fallback when there is no cgroup)."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        children[ppid].append(int(name))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def _rss(pids: list[int]) -> int:
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+class _Tail:
+    """Keeps the last `keep` bytes of a stream and counts all of it."""
+
+    def __init__(self, stream, keep: int) -> None:
+        self.keep = keep
+        self.total = 0
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream) -> None:
+        while chunk := stream.read1(65536):
+            self.total += len(chunk)
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size - len(self._chunks[0]) >= self.keep:
+                self._size -= len(self._chunks.popleft())
+
+    def text(self) -> str:
+        self._thread.join(timeout=5)
+        data = b"".join(self._chunks)[-self.keep :]
+        return data.decode("utf-8", errors="replace")
+
+
+def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str) -> SandboxResult:
+    cgroup = Cgroup.create(f"{name}-{os.getpid()}-{time.monotonic_ns()}", limits.memory_bytes,
+                           limits.pids_max)
+
+    def _in_child() -> None:
+        if cgroup is not None:
+            cgroup.join()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
+
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_in_child,
+        )
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    tail = _Tail(proc.stdout, limits.output_bytes)
+    cause: ExitCause | None = None
+    detail = ""
+    peak = 0
+    next_disk = start
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now - start > limits.wall_s:
+                cause, detail = "timeout", f"wall-clock limit of {limits.wall_s:.0f}s reached"
+            elif cgroup is not None and cgroup.fork_refusals() > 0:
+                cause, detail = "pids", f"process limit of {limits.pids_max} reached"
+            elif cgroup is not None and cgroup.oom_kills() > 0:
+                cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+            elif tail.total > OUTPUT_KILL_FACTOR * limits.output_bytes:
+                cause, detail = "output", f"wrote over {tail.total} bytes of output"
+            elif cgroup is None:
+                pids = _tree(proc.pid)
+                rss = _rss(pids)
+                peak = max(peak, rss)
+                if len(pids) > limits.pids_max:
+                    cause, detail = "pids", f"process limit of {limits.pids_max} reached"
+                elif rss > limits.memory_bytes:
+                    cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+            if cause is None and now >= next_disk:
+                next_disk = now + DISK_POLL_S
+                used = dir_size(scratch)
+                if used > limits.disk_bytes:
+                    cause, detail = "disk", f"scratch space over {limits.disk_bytes} bytes"
+            if cause is not None:
+                break
+            time.sleep(POLL_S)
+    finally:
+        _kill_tree(proc, cgroup)
+        wall = time.monotonic() - start
+        output = tail.text()
+        if cgroup is not None:
+            peak = cgroup.peak_memory() or peak
+            if cause is None and cgroup.oom_kills() > 0:
+                cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+            if cause is None and cgroup.fork_refusals() > 0 and proc.returncode != 0:
+                cause, detail = "pids", f"process limit of {limits.pids_max} reached"
+            cgroup.remove()
+    code = proc.returncode
+    if cause is None and code != 0 and dir_size(scratch) >= limits.disk_bytes:
+        cause, detail = "disk", f"scratch space reached {limits.disk_bytes} bytes"
+    if cause is None:
+        if code == 0:
+            cause = "ok"
+        elif code in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
+            cause, detail = "disk", "a file grew past the scratch-space limit"
+        else:
+            cause, detail = "crash", f"exit status {code}"
+    limits_hit = () if cause in ("ok", "crash") else (cause,)
+    return SandboxResult(cause, code, wall, output, tail.total, peak or None, detail, limits_hit)
+
+
+def _kill_tree(proc: subprocess.Popen, cgroup: Cgroup | None) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if cgroup is not None:
+        cgroup.kill_all()
+    else:
+        for pid in _tree(proc.pid)[1:]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass

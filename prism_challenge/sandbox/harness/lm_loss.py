@@ -1,0 +1,34 @@
+"""The one loss the challenge scores: summed next-token cross-entropy in nats.
+
+Targets equal to the document separator predict no bytes and are not scored (DESIGN §5).
+Train harness, eval harness and audit all call this function, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+
+def summed_nats(logits, targets, separator_id: int):
+    """Sum of -ln p(target) over non-separator targets, computed in float32."""
+    import torch.nn.functional as F
+
+    vocab = logits.shape[-1]
+    return F.cross_entropy(
+        logits.reshape(-1, vocab).float(),
+        targets.reshape(-1),
+        ignore_index=separator_id,
+        reduction="sum",
+    )
+
+
+def check_logits(logits, batch: int, seq_len: int, vocab_size: int) -> None:
+    import torch
+
+    from prism_challenge.sandbox.harness.loading import ContractError
+
+    if not isinstance(logits, torch.Tensor):
+        raise ContractError(f"the model returned {type(logits).__name__}, not a logits tensor")
+    if tuple(logits.shape) != (batch, seq_len, vocab_size):
+        raise ContractError(
+            f"the model returned logits of shape {tuple(logits.shape)}, expected "
+            f"{(batch, seq_len, vocab_size)}"
+        )

@@ -1,0 +1,119 @@
+"""Entry point of the TRAIN sandbox: `python -m prism_challenge.sandbox.harness.train_main`.
+
+Order matters: deterministic flags and seeds first, then the miner's architecture, the
+forced-seed build and the parameter cap, then the miner's training script and `train(ctx)`.
+Whatever happens in `train`, the harness reports to the feeder and saves the final weights
+itself. Paths come from the environment so every backend can place them where it likes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        raise SystemExit(f"harness: {name} is not set")
+    return value
+
+
+def _summary(exc: BaseException) -> str:
+    lines = traceback.format_exception(exc)
+    return "".join(lines[-6:])[-2000:]
+
+
+def main() -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    submission = Path(_env("PRISM_SUBMISSION"))
+    scratch = Path(_env("PRISM_SCRATCH"))
+    seed = int(_env("PRISM_SEED"))
+
+    from prism_challenge.sandbox.harness.seeding import make_deterministic
+
+    make_deterministic(seed, int(os.environ.get("PRISM_THREADS", "1")))
+
+    import torch
+
+    from prism_challenge.sandbox.harness import axes
+    from prism_challenge.sandbox.harness.context import FeederChannel, TrainContext
+    from prism_challenge.sandbox.harness.loading import (
+        ContractError,
+        build_model,
+        count_params,
+        load_module,
+    )
+
+    channel = FeederChannel(_env("PRISM_SOCKET"), rank)
+    challenge = channel.request("hello", {"world_size": world_size})
+    vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
+    out_dir, audit_dir = scratch / "out", scratch / "audit"
+    if rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        audit_dir.mkdir(parents=True, exist_ok=True)
+    status = {"status": "ok", "detail": ""}
+    observed: dict = {"world_size": world_size}
+    model = ctx = None
+    watch = axes.OptimizerWatch()
+    try:
+        architecture = load_module(submission / "architecture.py", "architecture")
+        model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
+                            max_params=challenge["param_cap"], seed=seed)
+        observed.update(param_count=count_params(model), layer_count=axes.layer_count(model),
+                        module_census=axes.module_census(model))
+        if torch.cuda.is_available():
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+        else:
+            device = torch.device("cpu")
+        model.to(device)
+        ddp = None
+        if world_size > 1:
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel
+
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            ddp = DistributedDataParallel(model, device_ids=[local_rank]
+                                          if device.type == "cuda" else None)
+        training = load_module(submission / "training.py", "training")
+        train = getattr(training, "train", None)
+        if not callable(train):
+            raise ContractError("training.py must define train(ctx)")
+        ready = channel.request("ready", {"param_count": observed["param_count"]})
+        ctx = TrainContext(
+            model=model, ddp_model=ddp, device=device, vocab_size=vocab, seq_len=seq_len,
+            separator_id=sep, rank=rank, world_size=world_size,
+            token_budget=challenge["token_budget"],
+            deadline=time.monotonic() + float(ready["deadline_s"]), channel=channel,
+            audit_dir=audit_dir, observed=observed,
+        )
+        with watch:
+            train(ctx)
+    except ContractError as exc:
+        status = {"status": "contract", "detail": str(exc)}
+    except Exception as exc:  # the miner's code failed; the run is still recorded
+        status = {"status": "crash", "detail": _summary(exc)}
+    observed["optimizers"] = watch.optimizers()
+    if model is not None and rank == 0:
+        state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+        torch.save(state, out_dir / "final.pt")
+    logs = ctx.logs if ctx is not None else []
+    channel.finish(status["status"], status["detail"],
+                   {"axes": observed if "param_count" in observed else None, "logs": logs[-2000:]})
+    if world_size > 1:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    (scratch / f"status_rank{rank}.json").write_text(json.dumps(status))
+    return 0 if status["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
