@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prism_challenge.bundle import Bundle
+from prism_challenge.bundle import ALLOWED, Bundle
 from prism_challenge.config import Settings
 from prism_challenge.storage import Status
 from prism_challenge.storage.tables import Submission
@@ -22,8 +22,12 @@ def make_settings(*, base_url: str = "http://127.0.0.1:9/v1", enabled: bool = Tr
     )
 
 
-def bundle_of(kind: str, name: str) -> Bundle:
-    return Bundle.from_dir(FIXTURES / kind / name)
+def bundle_of(kind: str, name: str, **extra: bytes) -> Bundle:
+    """A fixture directory's bundle files (not its expected.txt), plus `extra` files."""
+    root = FIXTURES / kind / name
+    files = {p.name: p.read_bytes() for p in root.iterdir() if p.name in ALLOWED}
+    files.update({k.replace("_", "."): v for k, v in extra.items()})
+    return Bundle(files)
 
 
 def bundle_from(files: dict[str, str]) -> Bundle:
