@@ -14,6 +14,7 @@ import ast
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 
 from prism_challenge.gates.rules import BLOB, LITERAL
 from prism_challenge.gates.violation import Violation
@@ -22,7 +23,7 @@ MAX_STRING_CHARS = 256  # one string constant
 MAX_FILE_STRING_CHARS = 4096  # all string constants of a file together
 MAX_BYTES = 32  # one bytes constant
 MAX_COLLECTION_CONSTANTS = 64  # constants directly inside one list/tuple/set/dict display
-MAX_FILE_NUMBERS = 512  # numeric constants in a file
+MAX_FILE_NUMBERS = 1024  # numeric constants in a file
 MAX_INT_BITS = 64  # one integer constant
 BLOB_MIN_CHARS = 40  # shortest string inspected for an encoding
 BLOB_MIN_ENTROPY = 4.0  # bits per character; identifiers and prose sit well below
@@ -51,56 +52,17 @@ def looks_encoded(text: str) -> bool:
     )
 
 
-def _docstring_ids(tree: ast.AST) -> set[int]:
-    """Constants that are bare expression statements (docstrings and the like)."""
-    inert = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            if isinstance(node.value.value, str):
-                inert.add(id(node.value))
-    return inert
-
-
-def literal_violations(tree: ast.AST, file: str) -> list[Violation]:
+def literal_violations(nodes: Iterable[ast.AST], file: str) -> list[Violation]:
+    """Check every node of a file; `nodes` must list parents before their children."""
     out: list[Violation] = []
-    inert = _docstring_ids(tree)
-    string_chars = 0
-    numbers = 0
-    string_reported = numbers_reported = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and id(node) not in inert:
-            value = node.value
-            if isinstance(value, str):
-                string_chars += len(value)
-                if len(value) > MAX_STRING_CHARS:
-                    out.append(Violation(file, node.lineno, LITERAL, (
-                        f"string constant of {len(value)} characters (limit "
-                        f"{MAX_STRING_CHARS}); knowledge must be learned, not embedded")))
-                elif looks_encoded(value):
-                    out.append(Violation(file, node.lineno, BLOB, (
-                        "string constant looks like hex/base64-encoded data; encoded blobs "
-                        "are refused, write the code or learn the values")))
-                if string_chars > MAX_FILE_STRING_CHARS and not string_reported:
-                    string_reported = True
-                    out.append(Violation(file, node.lineno, LITERAL, (
-                        f"string constants exceed {MAX_FILE_STRING_CHARS} characters in this "
-                        "file; keep strings to names and short messages")))
-            elif isinstance(value, bytes):
-                if len(value) > MAX_BYTES:
-                    out.append(Violation(file, node.lineno, BLOB, (
-                        f"bytes constant of {len(value)} bytes (limit {MAX_BYTES}); embedded "
-                        "binary data is refused")))
-            elif isinstance(value, (int, float, complex)) and not isinstance(value, bool):
-                numbers += 1
-                if isinstance(value, int) and abs(value).bit_length() > MAX_INT_BITS:
-                    out.append(Violation(file, node.lineno, BLOB, (
-                        f"integer constant of {abs(value).bit_length()} bits (limit "
-                        f"{MAX_INT_BITS}); large integers can encode data")))
-                if numbers > MAX_FILE_NUMBERS and not numbers_reported:
-                    numbers_reported = True
-                    out.append(Violation(file, node.lineno, LITERAL, (
-                        f"more than {MAX_FILE_NUMBERS} numeric constants in this file; "
-                        "weights and statistics must be learned, not written in")))
+    inert: set[int] = set()  # constants that are bare expression statements (docstrings)
+    strings: list[tuple[int, int]] = []  # (line, chars)
+    numbers: list[int] = []  # lines
+    for node in nodes:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            inert.add(id(node.value))
+        elif isinstance(node, ast.Constant) and id(node) not in inert:
+            _constant(node, file, out, strings, numbers)
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
             items = node.values if isinstance(node, ast.Dict) else node.elts
             constants = sum(isinstance(_unsign(e), ast.Constant) for e in items)
@@ -108,7 +70,46 @@ def literal_violations(tree: ast.AST, file: str) -> list[Violation]:
                 out.append(Violation(file, node.lineno, LITERAL, (
                     f"a literal collection of {constants} constants (limit "
                     f"{MAX_COLLECTION_CONSTANTS}); tables of values must be learned")))
+    if sum(chars for _, chars in strings) > MAX_FILE_STRING_CHARS:
+        total = 0
+        for line, chars in sorted(strings):
+            total += chars
+            if total > MAX_FILE_STRING_CHARS:
+                out.append(Violation(file, line, LITERAL, (
+                    f"string constants exceed {MAX_FILE_STRING_CHARS} characters in this "
+                    "file; keep strings to names and short messages")))
+                break
+    if len(numbers) > MAX_FILE_NUMBERS:
+        out.append(Violation(file, sorted(numbers)[MAX_FILE_NUMBERS], LITERAL, (
+            f"more than {MAX_FILE_NUMBERS} numeric constants in this file; weights and "
+            "statistics must be learned, not written in")))
     return out
+
+
+def _constant(node: ast.Constant, file: str, out: list[Violation],
+              strings: list[tuple[int, int]], numbers: list[int]) -> None:
+    value = node.value
+    if isinstance(value, str):
+        strings.append((node.lineno, len(value)))
+        if len(value) > MAX_STRING_CHARS:
+            out.append(Violation(file, node.lineno, LITERAL, (
+                f"string constant of {len(value)} characters (limit {MAX_STRING_CHARS}); "
+                "knowledge must be learned, not embedded")))
+        elif looks_encoded(value):
+            out.append(Violation(file, node.lineno, BLOB, (
+                "string constant looks like hex/base64-encoded data; encoded blobs are "
+                "refused, write the code or learn the values")))
+    elif isinstance(value, bytes):
+        if len(value) > MAX_BYTES:
+            out.append(Violation(file, node.lineno, BLOB, (
+                f"bytes constant of {len(value)} bytes (limit {MAX_BYTES}); embedded binary "
+                "data is refused")))
+    elif isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+        numbers.append(node.lineno)
+        if isinstance(value, int) and abs(value).bit_length() > MAX_INT_BITS:
+            out.append(Violation(file, node.lineno, BLOB, (
+                f"integer constant of {abs(value).bit_length()} bits (limit {MAX_INT_BITS}); "
+                "large integers can encode data")))
 
 
 def _unsign(node: ast.AST) -> ast.AST:

@@ -42,7 +42,6 @@ def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
         if tree is not None:
             trees[name] = tree
             out.extend(_FileChecker(name, tree).run())
-            out.extend(literal_violations(tree, name))
     for name in ENTRY_POINTS:
         if name not in files:
             out.append(Violation(name, 0, R.CONTRACT, f"the bundle has no {name}"))
@@ -74,8 +73,8 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not _is_dunder(name)
 
 
-class _FileChecker(ast.NodeVisitor):
-    """One pass over one file; collects violations instead of raising."""
+class _FileChecker:
+    """One traversal of one file; collects violations instead of raising."""
 
     def __init__(self, file: str, tree: ast.Module) -> None:
         self.file = file
@@ -89,9 +88,16 @@ class _FileChecker(ast.NodeVisitor):
 
     # --- set-up ---------------------------------------------------------------------
     def run(self) -> list[Violation]:
-        for node in ast.walk(self.tree):
+        # One traversal (parents before children) shared by every check below.
+        nodes: list[ast.AST] = []
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
+                stack.append(child)
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -105,8 +111,12 @@ class _FileChecker(ast.NodeVisitor):
                     self._bind(alias.asname or alias.name, path, module=path in R.MODULES)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defined.add(node.name)
-        self._collect_ctx_aliases()
-        self.visit(self.tree)
+        self._collect_ctx_aliases([n for n in nodes if isinstance(n, ast.Assign)])
+        for node in nodes:
+            visit = getattr(self, "visit_" + type(node).__name__, None)
+            if visit is not None:
+                visit(node)
+        self.out.extend(literal_violations(nodes, self.file))
         return self.out
 
     def _bind(self, name: str, path: str, *, module: bool) -> None:
@@ -114,7 +124,7 @@ class _FileChecker(ast.NodeVisitor):
         if module:
             self.module_names.add(name)
 
-    def _collect_ctx_aliases(self) -> None:
+    def _collect_ctx_aliases(self, assigns: list[ast.Assign]) -> None:
         # The harness's ctx is the first parameter of the entry points; names bound to
         # plain attribute chains of it (`model = ctx.model`) are the harness's objects too.
         for node in self.tree.body:
@@ -122,7 +132,6 @@ class _FileChecker(ast.NodeVisitor):
                 params = node.args.posonlyargs + node.args.args
                 if params:
                     self.ctx_names.add(params[0].arg)
-        assigns = [n for n in ast.walk(self.tree) if isinstance(n, ast.Assign)]
         changed = True
         while changed:
             changed = False
@@ -259,13 +268,11 @@ class _FileChecker(ast.NodeVisitor):
                     self.flag(node, R.MODULE_ALIAS, (
                         f"the module '{path}' may only be used as {path}.<name>, not passed "
                         "around or rebound"))
-        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in _ATTR_BUILTINS:
             self._check_attr_builtin(node, func.id)
-        self.generic_visit(node)
 
     def _check_attr_builtin(self, node: ast.Call, name: str) -> None:
         if len(node.args) < 2 or not (
@@ -289,20 +296,16 @@ class _FileChecker(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_target(target)
-        self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_target(node.target)
-        self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._check_target(node.target)
-        self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
             self._check_target(target)
-        self.generic_visit(node)
 
     def _check_target(self, target: ast.AST) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -341,13 +344,11 @@ class _FileChecker(ast.NodeVisitor):
         for kw in node.keywords:
             if kw.arg == "metaclass":
                 self.flag(node, R.DYNAMIC, "metaclasses are not needed by a model")
-        self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if node.name in R.DUNDER_DEFS:
             rule, why = R.DUNDER_DEFS[node.name]
             self.flag(node, rule, f"defining '{node.name}' is not allowed: {why}")
-        self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
