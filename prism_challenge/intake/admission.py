@@ -10,6 +10,7 @@ request replayed inside the window is refused again for the same reason.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -46,13 +47,21 @@ def _check_nonce(session: Session, signed: SignedHeaders) -> None:
         )
 
 
-def _check_rate(session: Session, hotkey: str, policy: IntakePolicy, now: float) -> None:
+def recent_submissions(
+    session: Session, hotkey: str, policy: IntakePolicy, now: float
+) -> tuple[int, float | None]:
+    """How many submissions `hotkey` had accepted inside the rate window, and the oldest time."""
     since = now - policy.rate_limit_window_s
     count, oldest = session.execute(
         select(func.count(Submission.id), func.min(Submission.accepted_at)).where(
             Submission.hotkey == hotkey, Submission.accepted_at > since
         )
     ).one()
+    return count, oldest
+
+
+def _check_rate(session: Session, hotkey: str, policy: IntakePolicy, now: float) -> None:
+    count, oldest = recent_submissions(session, hotkey, policy, now)
     if count >= policy.rate_limit_count:
         retry_after = max(1, math.ceil(oldest + policy.rate_limit_window_s - now))
         raise ApiError(
@@ -69,7 +78,7 @@ def admit(
     session: Session,
     *,
     signed: SignedHeaders,
-    bundle: Bundle | BundleError,
+    load_bundle: Callable[[], Bundle],
     metagraph: MetagraphView,
     policy: IntakePolicy,
     now: float,
@@ -82,9 +91,11 @@ def admit(
             403, "NOT_REGISTERED", f"{signed.hotkey} is not registered on netuid {policy.netuid}"
         )
     _check_rate(session, signed.hotkey, policy, now)
-    if isinstance(bundle, BundleError):
-        where = f" ({bundle.file})" if bundle.file else ""
-        raise ApiError(422, bundle.rule, f"bundle refused{where}: {bundle}")
+    try:
+        bundle = load_bundle()
+    except BundleError as exc:
+        where = f" ({exc.file})" if exc.file else ""
+        raise ApiError(422, exc.rule, f"bundle refused{where}: {exc}") from None
     original = session.scalar(select(Submission).where(Submission.digest == bundle.digest))
     if original is not None and original.hotkey != signed.hotkey:
         raise ApiError(

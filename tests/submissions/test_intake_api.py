@@ -10,6 +10,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from prism_challenge.api.errors import ApiError
 from prism_challenge.bundle import Bundle
 from prism_challenge.bundle.wire import encode
 from prism_challenge.storage import Status, transition
@@ -328,3 +329,40 @@ def test_openapi_documents_the_routes(node):
     assert {"/v1/submissions", "/v1/submissions/{submission_id}", "/v1/health"} <= set(
         spec["paths"]
     )
+
+
+def test_bundles_are_parsed_only_for_requests_that_reach_the_bundle_check(
+    store, wallets, make_bundle, monkeypatch
+):
+    # Anyone can make keys: a well-signed flood from unregistered or rate-limited hotkeys
+    # must not cost an ast.parse each. Counted on the real parser, through Intake itself.
+    from prism_challenge.chain.metagraph import StaticMetagraph
+    from prism_challenge.config.settings import Settings
+    from prism_challenge.intake.policy import IntakePolicy
+    from prism_challenge.intake.service import Intake
+    from prism_challenge.intake.signing import sign_request
+
+    calls = []
+    real = Bundle.from_wire.__func__
+    monkeypatch.setattr(
+        Bundle, "from_wire", classmethod(lambda cls, d: calls.append(1) or real(cls, d))
+    )
+    miner, stranger = wallets["miner"].hotkey, wallets["stranger"].hotkey
+    policy = IntakePolicy.from_settings(
+        Settings(chain={"netuid": NETUID}, intake={"rate_limit_count": 1})
+    )
+    intake = Intake(store, StaticMetagraph.of([miner.ss58_address]), policy)
+
+    def send(signer, tag):
+        body = make_bundle(tag).to_wire()
+        headers = sign_request(signer, netuid=NETUID, body=body, timestamp=time.time())
+        return intake.submit(headers.as_http(), body)
+
+    with pytest.raises(ApiError) as info:
+        send(stranger, "s")
+    assert (info.value.status, len(calls)) == (403, 0)
+    assert send(miner, "first").idempotent is False
+    assert len(calls) == 1  # parsed once, outside the transaction
+    with pytest.raises(ApiError) as info:
+        send(miner, "second")
+    assert (info.value.status, len(calls)) == (429, 1)
