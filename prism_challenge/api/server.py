@@ -20,7 +20,7 @@ class ApiServer:
     def __init__(
         self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning"
     ) -> None:
-        self._config = uvicorn.Config(app, log_level=log_level, lifespan="off")
+        self._config = uvicorn.Config(app, log_level=log_level)
         self._server = uvicorn.Server(self._config)
         self._host, self._port = host, port
         self._socket: socket.socket | None = None
