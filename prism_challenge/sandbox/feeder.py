@@ -80,6 +80,7 @@ class FeederState:
     deadline_at: float | None = None
     audits: int = 0
     problems: list[str] = field(default_factory=list)
+    claimed: set[int] = field(default_factory=set)
 
 
 class Feeder:
@@ -114,6 +115,7 @@ class Feeder:
             thread.start()
 
     def _serve(self, conn: socket.socket) -> None:
+        bound: int | None = None  # the rank this connection claimed with its hello
         with conn:
             while True:
                 try:
@@ -124,6 +126,7 @@ class Feeder:
                     self._problem(f"protocol: {exc}")
                     return
                 try:
+                    bound = self._bind(bound, header)
                     reply, body = self._handle(header, payload)
                 except (KeyError, TypeError, ValueError) as exc:
                     self._problem(f"bad request {header.get('op')!r}: {exc}")
@@ -134,6 +137,21 @@ class Feeder:
                     return
                 if header.get("op") == "finish":
                     return
+
+    def _bind(self, bound: int | None, header: dict) -> int:
+        """One connection per rank, claimed by its hello; other ranks' messages are refused."""
+        rank = int(header["rank"])
+        if bound is None:
+            if header.get("op") != "hello":
+                raise ValueError("the first message must be hello")
+            with self._lock:
+                if rank in self.state.claimed:
+                    raise ValueError(f"rank {rank} is already connected")
+                self.state.claimed.add(rank)
+            return rank
+        if rank != bound:
+            raise ValueError(f"this connection is rank {bound}, not {rank}")
+        return bound
 
     def _problem(self, text: str) -> None:
         with self._lock:
@@ -237,6 +255,11 @@ class Feeder:
         alloc = _Step(rows, per_rank, st.next_row, audit, False)
         st.next_row += per_rank * W
         return alloc
+
+    def kill_at(self, grace_s: float) -> float | None:
+        """When the run must be over: the deadline plus `grace_s` to return and save."""
+        deadline = self.state.deadline_at
+        return None if deadline is None else deadline + grace_s
 
     # ---- after the run -------------------------------------------------------------------
     def close(self) -> None:

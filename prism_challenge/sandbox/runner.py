@@ -148,11 +148,11 @@ class Runner:
         return SandboxSpec(
             argv=train_argv(s.nproc_per_node),
             mounts=(Mount(paths.submission, "/submission"),
-                    Mount(paths.sock, "/run/prism", writable=True),
+                    Mount(paths.sock / "feeder.sock", "/run/prism/feeder.sock", writable=True),
                     Mount(paths.scratch, "/scratch", writable=True)),
             env=self._env({"PRISM_SUBMISSION": "/submission",
                            "PRISM_SOCKET": "/run/prism/feeder.sock"}),
-            limits=self._limits(s.startup_grace_s + c.deadline_s + min(60.0, s.startup_grace_s)),
+            limits=self._limits(s.startup_grace_s + c.deadline_s + s.save_grace_s),
             scratch=paths.scratch, gpus=tuple(s.gpus), name=f"{name}-train",
         )
 
@@ -187,7 +187,10 @@ class Runner:
         feeder = Feeder(self.train, plan, paths.sock / "feeder.sock")
         self.on_event("training in the sandbox")
         try:
-            train_result = self.backend.run(self._train_spec(paths, name))
+            train_result = self.backend.run(
+                self._train_spec(paths, name),
+                stop_at=lambda: feeder.kill_at(self.settings.sandbox.save_grace_s),
+            )
         finally:
             feeder.close()
         batches = feeder.reported()

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import Mount, SandboxResult, SandboxSpec
+from prism_challenge.sandbox.backends.spec import Mount, SandboxResult, SandboxSpec, StopAt
 from prism_challenge.sandbox.backends.supervise import supervise
 
 NOBODY = "65534"
@@ -65,15 +65,17 @@ class BubblewrapBackend:
             for dev in (f"/dev/nvidia{gpu}", "/dev/nvidiactl", "/dev/nvidia-uvm"):
                 if Path(dev).exists():
                     argv += ["--dev-bind", dev, dev]
+        argv += ["--remount-ro", "/"]  # the sandbox's own root: only /tmp and binds write
         for key, value in sorted(spec.env.items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", spec.cwd, "--", *spec.argv]
         return argv
 
-    def run(self, spec: SandboxSpec) -> SandboxResult:
+    def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult:
         (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="prism-etc-") as tmp:
             etc = Path(tmp)
             (etc / "hosts").write_text(HOSTS)
             (etc / "nsswitch.conf").write_text(NSSWITCH)
-            return supervise(self.command(spec, etc), spec.limits, spec.scratch, name=spec.name)
+            return supervise(self.command(spec, etc), spec.limits, spec.scratch, name=spec.name,
+                             stop_at=stop_at)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec
+from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec, StopAt
 from prism_challenge.sandbox.backends.supervise import dir_size
 
 NOBODY = "65534:65534"
@@ -71,11 +71,11 @@ class DockerBackend:
         self.image = image
         self.client = client or docker.from_env()
 
-    def run(self, spec: SandboxSpec) -> SandboxResult:
+    def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult:
         (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
         # The container runs as 65534; it must be able to use the run's writable mounts.
         for mount in spec.mounts:
-            if mount.writable:
+            if mount.writable and mount.host.is_dir():
                 mount.host.chmod(0o777)
         container = self.client.containers.run(**container_kwargs(spec, self.image))
         start = time.monotonic()
@@ -85,8 +85,11 @@ class DockerBackend:
                 container.reload()
                 if container.status in ("exited", "dead"):
                     break
-                if time.monotonic() - start > spec.limits.wall_s:
-                    cause, detail = "timeout", f"wall-clock limit of {spec.limits.wall_s:.0f}s"
+                late = stop_at() if stop_at is not None else None
+                if time.monotonic() - start > spec.limits.wall_s or (
+                    late is not None and time.monotonic() > late
+                ):
+                    cause, detail = "timeout", "wall-clock limit or deadline passed"
                     break
                 if dir_size(spec.scratch) > spec.limits.disk_bytes:
                     cause, detail = "disk", f"scratch space over {spec.limits.disk_bytes} bytes"

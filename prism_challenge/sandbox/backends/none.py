@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec
+from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec, StopAt
 from prism_challenge.sandbox.backends.supervise import supervise
 
 
 class NoIsolationBackend:
     name = "none"
 
-    def run(self, spec: SandboxSpec) -> SandboxResult:
+    def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult:
         """Runs with the mounts' host paths substituted for their targets in argv and env."""
         (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
         table = sorted(((m.target, str(m.host)) for m in spec.mounts), key=lambda t: -len(t[0]))
@@ -32,4 +32,5 @@ class NoIsolationBackend:
         env["PATH"] = os.environ.get("PATH", env["PATH"])
         cwd = Path(host_path(spec.cwd))
         wrapper = ["/usr/bin/env", "-C", str(cwd), "-i", *(f"{k}={v}" for k, v in env.items())]
-        return supervise(wrapper + argv, spec.limits, spec.scratch, name=spec.name)
+        return supervise(wrapper + argv, spec.limits, spec.scratch, name=spec.name,
+                         stop_at=stop_at)

@@ -8,11 +8,17 @@ cannot enforce for us.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
 ExitCause = Literal["ok", "crash", "timeout", "memory", "pids", "disk", "output", "cancelled"]
+
+
+# A late-bound kill time (time.monotonic() seconds), e.g. the feeder's deadline plus grace,
+# checked alongside the static wall limit; None while unknown.
+StopAt = Callable[[], float | None] | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class IsolationBackend(Protocol):
 
     name: str
 
-    def run(self, spec: SandboxSpec) -> SandboxResult: ...
+    def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult: ...
 
 
 def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -17,11 +17,14 @@ import time
 from pathlib import Path
 
 from prism_challenge.sandbox.backends.cgroup import Cgroup
-from prism_challenge.sandbox.backends.spec import ExitCause, Limits, SandboxResult
+from prism_challenge.sandbox.backends.spec import ExitCause, Limits, SandboxResult, StopAt
 
 POLL_S = 0.05
 DISK_POLL_S = 0.5
 OUTPUT_KILL_FACTOR = 64  # output beyond 64x the kept tail is a flood: kill
+# The environment of the launcher itself (bwrap, env). Never the validator's own: bwrap
+# stays alive as pid 1 inside the sandbox, where /proc/1/environ would show it.
+LAUNCHER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 def dir_size(path: Path) -> int:
@@ -103,7 +106,8 @@ class _Tail:
         return data.decode("utf-8", errors="replace")
 
 
-def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str) -> SandboxResult:
+def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
+              stop_at: StopAt = None) -> SandboxResult:
     cgroup = Cgroup.create(f"{name}-{os.getpid()}-{time.monotonic_ns()}", limits.memory_bytes,
                            limits.pids_max)
 
@@ -122,6 +126,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str) -> S
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_in_child,
+            env=LAUNCHER_ENV,
         )
     except BaseException:
         if cgroup is not None:
@@ -135,8 +140,11 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str) -> S
     try:
         while proc.poll() is None:
             now = time.monotonic()
+            late = stop_at() if stop_at is not None else None
             if now - start > limits.wall_s:
                 cause, detail = "timeout", f"wall-clock limit of {limits.wall_s:.0f}s reached"
+            elif late is not None and now > late:
+                cause, detail = "timeout", "still running past the deadline and its grace period"
             elif cgroup is not None and cgroup.fork_refusals() > 0:
                 cause, detail = "pids", f"process limit of {limits.pids_max} reached"
             elif cgroup is not None and cgroup.oom_kills() > 0:
