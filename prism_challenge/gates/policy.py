@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from prism_challenge.gates import rules as R
 from prism_challenge.gates.contract import ENTRY_POINTS, contract_violations
 from prism_challenge.gates.literals import literal_violations
+from prism_challenge.gates.surface import is_module, protected_names
 from prism_challenge.gates.violation import Violation
 
 _ATTR_BUILTINS = {"getattr", "hasattr", "setattr", "delattr"}
@@ -85,6 +86,8 @@ class _FileChecker:
         self.module_names: set[str] = set()  # bound names that are modules
         self.ctx_names: set[str] = set(R.CTX_NAMES)
         self.defined: set[str] = set()  # names of functions the file defines
+        self.classes: set[str] = set()  # names of classes the file defines
+        self.methods: set[str] = set()  # instance-method names of those classes
 
     # --- set-up ---------------------------------------------------------------------
     def run(self) -> list[Violation]:
@@ -108,9 +111,16 @@ class _FileChecker:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     path = f"{node.module}.{alias.name}"
-                    self._bind(alias.asname or alias.name, path, module=path in R.MODULES)
+                    self._bind(alias.asname or alias.name, path, module=_is_module(path))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defined.add(node.name)
+            elif isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
+                        _decorated(item, "staticmethod") or _decorated(item, "classmethod")
+                    ):
+                        self.methods.add(item.name)
         self._collect_ctx_aliases([n for n in nodes if isinstance(n, ast.Assign)])
         for node in nodes:
             visit = getattr(self, "visit_" + type(node).__name__, None)
@@ -220,6 +230,22 @@ class _FileChecker:
                 continue
             self._check_import_path(node, f"{node.module}.{alias.name}")
 
+    def _check_bound_name(self, node: ast.AST, name: str | None) -> None:
+        if name in _SELF:
+            self.flag(node, R.SELF, f"'{name}' may not be rebound; it is a method's receiver")
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self._check_bound_name(node, node.asname)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        self._check_bound_name(node, node.name)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        self._check_bound_name(node, node.name)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        self._check_bound_name(node, node.name)
+
     def _check_import_path(self, node: ast.AST, path: str) -> None:
         if isinstance(R.lookup(path), tuple):  # a named denial says the most
             self.check_path(node, path, importing=True)
@@ -236,6 +262,8 @@ class _FileChecker:
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
+        if name in _SELF and not isinstance(node.ctx, ast.Load):
+            self.flag(node, R.SELF, f"'{name}' may not be rebound; it is a method's receiver")
         if name in R.BUILTINS:
             rule, why = R.BUILTINS[name]
             self.flag(node, rule, f"'{name}' is not allowed: {why}")
@@ -260,11 +288,22 @@ class _FileChecker:
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._check_attr_name(node, node.value, node.attr)
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in self.classes and node.attr in self.methods:
+            parent = self.parent.get(node)
+            direct = (
+                isinstance(parent, ast.Call) and parent.func is node and parent.args
+                and isinstance(parent.args[0], ast.Name) and parent.args[0].id in _SELF
+            )
+            if not direct:
+                self.flag(node, R.SELF, (
+                    f"'{base.id}.{node.attr}' takes a method off its class; call it on an "
+                    "instance (or as Base.method(self, ...))"))
         if not self._is_attribute_base(node):  # check each chain once, at its outer end
             path = self.resolve(node)
             if path is not None:
                 self.check_path(node, path, importing=False)
-                if path in R.MODULES:
+                if _is_module(path) and not self._is_attr_builtin_base(node):
                     self.flag(node, R.MODULE_ALIAS, (
                         f"the module '{path}' may only be used as {path}.<name>, not passed "
                         "around or rebound"))
@@ -273,6 +312,14 @@ class _FileChecker:
         func = node.func
         if isinstance(func, ast.Name) and func.id in _ATTR_BUILTINS:
             self._check_attr_builtin(node, func.id)
+        if isinstance(func, ast.Name) and func.id == "super" and (node.args or node.keywords):
+            args = node.args
+            if not (
+                len(args) == 2 and not node.keywords
+                and isinstance(args[0], ast.Name) and args[0].id in self.classes
+                and isinstance(args[1], ast.Name) and args[1].id in _SELF
+            ):
+                self.flag(node, R.SELF, "use super() or super(ThisClass, self) only")
 
     def _check_attr_builtin(self, node: ast.Call, name: str) -> None:
         if len(node.args) < 2 or not (
@@ -327,8 +374,10 @@ class _FileChecker:
             what = f"'{root}', which belongs to the harness"
         elif root in R.BUILTINS or root in ("object", "int", "float", "str", "list", "dict"):
             what = f"the builtin '{root}'"
-        elif isinstance(target, ast.Attribute) and target.attr == "forward" and root != "self":
-            what = "another object's forward"
+        elif (isinstance(target, ast.Attribute) and root not in _SELF
+              and target.attr in protected_names()):
+            what = (f"an object other than self, under the name '{target.attr}' that torch's "
+                    "tensors and modules (or ctx) use for a method")
         if what is not None:
             self.flag(target, R.ATTR_ASSIGN, (
                 f"assigning to an attribute of {what} is monkeypatching; assign only to "
@@ -349,6 +398,28 @@ class _FileChecker:
         if node.name in R.DUNDER_DEFS:
             rule, why = R.DUNDER_DEFS[node.name]
             self.flag(node, rule, f"defining '{node.name}' is not allowed: {why}")
+        self._check_self_params(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._check_self_params(node)
+
+    def _check_self_params(self, node: ast.AST) -> None:
+        # `self` and `cls` may only name the receiver of a method of a class in this file,
+        # so that assignments to self.<name> can never reach torch's or the harness's objects.
+        args = node.args
+        every = args.posonlyargs + args.args + args.kwonlyargs
+        every += [a for a in (args.vararg, args.kwarg) if a is not None]
+        first = (args.posonlyargs + args.args)[:1]
+        is_method = (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and isinstance(self.parent.get(node), ast.ClassDef)
+            and not _decorated(node, "staticmethod")
+        )
+        for arg in every:
+            if arg.arg in _SELF and not (is_method and first and arg is first[0]):
+                self.flag(arg, R.SELF, (
+                    f"'{arg.arg}' may only be the first parameter of a method defined in a "
+                    "class; rename this parameter"))
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -356,8 +427,17 @@ class _FileChecker:
         for name in node.names:
             if _is_dunder(name):
                 self.flag(node, R.INTROSPECT, f"'{name}' is interpreter internals")
+            self._check_bound_name(node, name)
 
     visit_Nonlocal = visit_Global
+
+
+def _is_module(path: str) -> bool:
+    return path in R.MODULES or is_module(path)
+
+
+def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == name for d in node.decorator_list)
 
 
 def _chain_root(node: ast.AST, *, calls: bool) -> str | None:

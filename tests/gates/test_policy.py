@@ -41,6 +41,15 @@ def rules(body: str) -> set[str]:
     "MSG = f'bad shape {1}: expected {2}'\nSIZES = (64, 128, 256, 512)\n",
     "def decode(x):\n    return x\ny = decode(1)\n"
     "class C:\n    def decode(self):\n        return 1\nz = C().decode()\n",
+    "class Base(torch.nn.Module):\n    def __init__(self):\n        super(Base, self).__init__()\n"
+    "    def forward(self, x):\n        return x\n"
+    "class Child(Base):\n    def forward(self, x):\n        return Base.forward(self, x) + 1\n"
+    "    @classmethod\n    def make(cls):\n        return cls()\n"
+    "    @property\n    def width(self):\n        return 4\n",
+    "def build(ctx):\n    class Inner(torch.nn.Module):\n        def forward(self, x):\n"
+    "            return x\n    model = Inner()\n    model.head = torch.nn.Linear(2, 2)\n"
+    "    for p in model.parameters():\n        p.requires_grad = False\n        p.grad = None\n"
+    "    return model\n",
 ])
 def test_honest_idioms_pass(body):
     assert arch(body) == []
@@ -75,6 +84,14 @@ def test_honest_idioms_pass(body):
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
     ("x = [" + ", ".join(["1"] * 65) + "]\n", "AST-LITERAL"),
+    ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MODULE-ALIAS"),
+    ("def f(x):\n    return super(torch.Tensor, x)\n", "AST-SELF"),
+    ("class A:\n    @staticmethod\n    def f(self):\n        self.x = 1\n", "AST-SELF"),
+    ("class A:\n    def f(self):\n        pass\ng = A.f\n", "AST-SELF"),
+    ("class A:\n    def f(self):\n        for self in [1]:\n            pass\n", "AST-SELF"),
+    ("import torch as self\n", "AST-SELF"),
+    ("def f(m):\n    m.cuda = None\n", "AST-ATTR-ASSIGN"),
+    ("def f(c):\n    c.batches = None\n", "AST-ATTR-ASSIGN"),
     ("x = {" + ", ".join(f"{i}: {i}" for i in range(65)) + "}\n", "AST-LITERAL"),
 ])
 def test_denied_constructs(body, rule):
