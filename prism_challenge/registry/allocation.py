@@ -25,7 +25,7 @@ class Allocation:
     shares: dict[str, float]
     scores: dict[str, float]
     sprint: str | None
-    cells: dict[str, list[dict]] = field(default_factory=dict)  # hid -> per stratum counts
+    cells: dict[str, list[dict]] = field(default_factory=dict)  # hid -> open cells
 
 
 def score(h: HypState, cfg) -> float:
@@ -56,19 +56,24 @@ def _sprint(active: list[HypState], cfg) -> str | None:
     return None if best is None else best[1]
 
 
-def cell_counts(state: RegistryState, h: HypState) -> list[dict]:
-    """Unpaired submissions per cell and stratum. A cell is *open* when every cell it is
-    contrasted with has a run waiting: a submission there completes a contrast at once."""
+def open_cells(state: RegistryState, h: HypState, limit: int = 20) -> list[dict]:
+    """Test cells the directives ask for, oldest waiting strata first: cells where a run
+    completes a contrast at once (every cell it is contrasted with has a run waiting),
+    then empty cells of strata where a grid contrast is being assembled."""
     prefix = f"{h.id}|"
-    strata = sorted({k.split("|", 2)[2] for k, q in state.queues.items()
-                     if k.startswith(prefix) and q})
-    out = []
+    strata = dict.fromkeys(k.split("|", 2)[2] for k, q in state.queues.items()
+                           if k.startswith(prefix) and q)
+    completing, building = [], []
     for stratum in strata:
         counts = {c: len(state.queues.get(queue_key(h.id, c, stratum), []))
                   for c in cells_of(h.spec)}
-        open_ = [c for c in counts if all(counts[o] for o, _ in predictors(h.spec)[c])]
-        out.append({"stratum": stratum, "counts": counts, "open": open_})
-    return out
+        for cell in counts:
+            entry = {"stratum": stratum, "cell": cell}
+            if all(counts[o] for o, _ in predictors(h.spec)[cell]):
+                completing.append(entry)
+            elif counts[cell] == 0:
+                building.append(entry)
+    return (completing + building)[:limit]
 
 
 def allocate(state: RegistryState, cfg) -> Allocation:
@@ -88,7 +93,7 @@ def allocate(state: RegistryState, cfg) -> Allocation:
     else:
         for k, v in _softmax(scores, cfg.temperature).items():
             shares[k] = rest * v
-    cells = {h.id: cell_counts(state, h) for h in active}
+    cells = {h.id: open_cells(state, h) for h in active}
     return Allocation(
         shares=dict(sorted(shares.items())), scores=scores, sprint=sprint, cells=cells
     )

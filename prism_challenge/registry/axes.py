@@ -10,6 +10,7 @@ disagrees with a measurement is kept as a flag, never as a value.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from prism_challenge.sandbox.record import MeasuredAxes
 
 MAX_ARMS = 8
+_VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,31}$")
 AxisKind = Literal["int", "float", "logfloat", "categorical"]
 
 
@@ -43,8 +45,8 @@ class AxisSpec(BaseModel):
                 raise ValueError(
                     f"axis {self.name}: categorical needs 2..{MAX_ARMS} distinct values"
                 )
-            if any(not v or v != v.strip().lower() for v in self.values):
-                raise ValueError(f"axis {self.name}: values must be non-empty lower case")
+            if any(not _VALUE.match(v) for v in self.values):
+                raise ValueError(f"axis {self.name}: values must match {_VALUE.pattern}")
             if self.edges or self.low is not None or self.high is not None:
                 raise ValueError(f"axis {self.name}: categorical axes take no bounds or edges")
             return self

@@ -9,6 +9,7 @@ configured thresholds, so replaying a ledger reproduces every number.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scipy.stats import beta
 
@@ -27,6 +28,7 @@ class Terms:
     p_claim: float  # Pr(theta > 1/2): the probability the claim's direction is right
 
 
+@lru_cache(maxsize=8192)  # a pure function of small integers; allocation asks it often
 def terms(
     wins: int,
     losses: int,

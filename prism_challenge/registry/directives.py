@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from prism_challenge.registry.allocation import Allocation, allocate
-from prism_challenge.registry.hypotheses import SingleFactor, Threshold, cell_assignment
+from prism_challenge.registry.evidence import parse_stratum
+from prism_challenge.registry.hypotheses import SingleFactor, Threshold, cell_assignment, cells_of
 from prism_challenge.registry.state import HypState, RegistryState, terms_of
 
 START = "<!-- BAD_PI_MUTABLE_START -->"
@@ -23,28 +24,30 @@ PRISM scores how well a model *learns from scratch*: the validator re-runs your
 before it trained on it (prequential bits per byte). Lower is better.
 
 Every scored submission is also an experiment. The registry below keeps falsifiable claims
-about design axes and judges each claim only by *matched contrasts*: your run against the
-recent runs of other miners that differ from yours in the claim's axis and share your
-parameter-count bucket. Declare the axes you chose in `prism.toml` under `[axes]`; the
-harness measures parameter count, layers, optimiser, learning rate, batch size, precision
-and compile itself, and a declaration that contradicts a measurement is flagged.
+about design axes and judges each claim only by *matched contrasts*: your run against a
+waiting run of another miner that differs from yours in the claim's axis and agrees with it
+on every other axis (each run is used once per claim). Declare the axes you chose in
+`prism.toml` under `[axes]`; the harness measures parameter count, layers, optimiser,
+learning rate, batch size, precision and compile itself, and a declaration that
+contradicts a measurement is flagged.
 
 This charter does not change. Only the block between the markers below is rewritten, from
 evidence, after every scored submission.
 """
 
 
-def recipe_of(h: HypState) -> dict[str, str]:
-    """What a decided claim tells a miner to set (empty for interactions)."""
+def recipe_of(h: HypState, lean: bool | None = None) -> dict[str, str]:
+    """What a claim tells a miner to set: the better side (empty for interactions).
+    `lean` overrides the status for an undecided claim (True = the treatment side)."""
     if isinstance(h.spec, SingleFactor | Threshold):
-        cell = "T" if h.status == "supported" else "C"
-        return cell_assignment(h.spec, cell)
+        better = h.status == "supported" if lean is None else lean
+        return cell_assignment(h.spec, "T" if better else "C")
     return {}
 
 
 def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> dict:
     alloc = alloc or allocate(state, cfg)
-    explore, settled, near, open_cells, recipe = [], [], [], [], {}
+    explore, settled, near, open_cells, recipe, leaning = [], [], [], [], {}, {}
     for h in sorted(state.hypotheses.values(), key=lambda x: x.id):
         t = terms_of(h, cfg)
         row = {
@@ -69,16 +72,17 @@ def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> 
         row["share"] = round(alloc.shares.get(h.id, 0.0), 4)
         row["sprint"] = alloc.sprint == h.id
         row["canary"] = h.canary_axis is not None
-        row["cells"] = [
-            {"stratum": c["stratum"], "counts": c["counts"], "open": c["open"],
-             "set": {x: cell_assignment(h.spec, x) for x in c["open"]}}
+        row["cells"] = {c: cell_assignment(h.spec, c) for c in cells_of(h.spec)}
+        row["open"] = [
+            {"stratum": parse_stratum(c["stratum"]), "cell": c["cell"],
+             "set": cell_assignment(h.spec, c["cell"])}
             for c in alloc.cells.get(h.id, [])
         ]
         explore.append(row)
-        for c in row["cells"]:
-            for cell in c["open"]:
-                open_cells.append({"hypothesis": h.id, "stratum": c["stratum"],
-                                   "set": cell_assignment(h.spec, cell)})
+        open_cells += [{"hypothesis": h.id, **c} for c in row["open"]]
+        if t.p_claim >= cfg.lean_prob or t.p_claim <= 1 - cfg.lean_prob:
+            for axis, arm in recipe_of(h, lean=t.p_claim >= 0.5).items():
+                leaning.setdefault(axis, arm)
         if t.n >= 1 and max(t.p_support, t.p_refute) >= cfg.near_miss:
             near.append({"id": h.id, "statement": h.statement, "n": t.n,
                          "p_support": row["p_support"], "p_refute": row["p_refute"]})
@@ -90,6 +94,7 @@ def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> 
         "best_bpb": None if state.best_bpb is None else round(state.best_bpb, 6),
         "stall_cycle": state.stall_cycle,
         "recipe": dict(sorted(recipe.items())),
+        "leaning": {k: v for k, v in sorted(leaning.items()) if k not in recipe},
         "explore": explore,
         "settled": settled,
         "open_cells": open_cells,
@@ -118,10 +123,13 @@ def _mutable_block(doc: dict) -> str:
         out.append(f"- {r['id']} {r['status']}: {r['statement']} -> use {rec} (n={r['n']})")
     if not doc["settled"]:
         out.append("- nothing yet")
+    out += ["", "### Leaning (undecided, current best guess)", ""]
+    out.append(", ".join(f"{k}={v}" for k, v in doc["leaning"].items()) or "- none")
     out += ["", "### Open test cells (a run here unlocks evidence)", ""]
     for c in doc["open_cells"][:20]:
         sets = ", ".join(f"{k}={v}" for k, v in c["set"].items())
-        out.append(f"- {c['hypothesis']}: {sets} at {c['stratum']}")
+        like = ", ".join(f"{k}={v}" for k, v in c["stratum"].items()) or "any configuration"
+        out.append(f"- {c['hypothesis']}: {sets}, with {like}")
     if not doc["open_cells"]:
         out.append("- none")
     out += ["", "### Near misses (close to a decision)", ""]

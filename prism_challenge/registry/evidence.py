@@ -31,10 +31,15 @@ class Contrast:
 
 
 def stratum_of(spec, arms: dict[str, str], match_axes: list[str]) -> str:
-    """The matching key: the match axes the claim is not itself about."""
+    """The matching key: the arms of the match axes the claim is not itself about
+    (`"*"` = all of them), e.g. "norm=rmsnorm,params=1e+06-1e+07"; "" when none."""
     own = set(axes_of(spec))
-    parts = [f"{a}={arms.get(a, '?')}" for a in match_axes if a not in own]
-    return ",".join(parts) or "*"
+    names = sorted(arms) if "*" in match_axes else match_axes
+    return ",".join(f"{a}={arms.get(a, '?')}" for a in names if a not in own)
+
+
+def parse_stratum(stratum: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in stratum.split(",") if part)
 
 
 def queue_key(hid: str, cell: str, stratum: str) -> str:

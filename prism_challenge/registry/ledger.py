@@ -32,6 +32,7 @@ from prism_challenge.registry.state import (
 )
 
 RECENT = 256
+STRATA_MAX = 256  # waiting cells kept per hypothesis (oldest dropped first)
 FILL_POINTS = 1.0
 DECIDE_POINTS = 3.0
 
@@ -82,6 +83,11 @@ def _hypothesis(state: RegistryState, p: dict, cfg) -> None:
 
 
 def _push(state: RegistryState, key: str, hotkey: str, bpb: float, cfg) -> None:
+    if key not in state.queues:
+        hid = key.split("|", 1)[0] + "|"
+        mine = [k for k in state.queues if k.startswith(hid)]
+        for old in mine[: max(len(mine) - STRATA_MAX + 1, 0)]:  # oldest waiting cells go
+            del state.queues[old]
     queue = state.queues.setdefault(key, [])
     queue.append([hotkey, bpb])
     del queue[: max(len(queue) - cfg.queue_max, 0)]
