@@ -139,7 +139,10 @@ def test_wait_follows_to_the_score_and_shows_the_brief(
     assert proc.returncode == 0, err
     assert "Try deeper models." in out
     assert f"submission {row.id}: scored; bpb 1.5000, held-out delta 0.2500" in out
-    assert f"submission {row.id}: received" in out
+    # Each change is printed once, in lifecycle order (the first poll may already see queued).
+    seen = re.findall(rf"submission {row.id}: (\w+)", out)
+    assert seen[-1] == "scored" and len(seen) == len(set(seen))
+    assert seen == [s for s in ("received", "queued", "running", "scored") if s in seen]
 
 
 def test_wait_exits_1_when_rejected(node, wallets, bundle_dir):
