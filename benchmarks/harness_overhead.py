@@ -1,0 +1,127 @@
+"""Harness overhead: the same miner code, model, data and steps, bare vs in the sandbox.
+
+Bare: `train(ctx)` of the bundle driven by an in-process context that slices rows from the
+same token stream and computes the same loss (no socket, no sandbox, no audit snapshots).
+Harness: the full path (bubblewrap, feeder over the Unix socket, audits, eval sandbox).
+Per-step time is measured on both sides over the same steps, skipping the first few
+(warm-up); start-up is reported separately as fixed seconds.
+
+    python benchmarks/harness_overhead.py [--bundle examples/baseline] [--steps 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from prism_challenge.config import Settings
+from prism_challenge.data import TokenStream, prepare_data
+from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
+from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.sandbox.harness.lm_loss import summed_nats
+from prism_challenge.sandbox.runner import Runner
+
+WARMUP = 5
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BareContext:
+    """The ctx contract without the harness: rows straight from the stream, same loss."""
+
+    def __init__(self, model, stream, seq_len, budget_rows, sep):
+        self.model, self.stream, self.seq_len = model, stream, seq_len
+        self.vocab_size = stream.manifest.vocab_size
+        self.token_budget, self.budget_rows, self.sep = budget_rows * seq_len, budget_rows, sep
+        self.device, self.rank, self.world_size = torch.device("cpu"), 0, 1
+        self.times: list[float] = []
+
+    def time_left(self):
+        return 1e9
+
+    def log(self, **_):
+        pass
+
+    def batches(self, batch_size, *, autocast_dtype=None, compile=False):
+        row = 0
+        while row < self.budget_rows:
+            n = min(batch_size, self.budget_rows - row)
+            block = torch.from_numpy(self.stream.rows(self.seq_len, row, n).astype(np.int64))
+            row += n
+            x, y = block[:, :-1], block[:, 1:]
+            self.model.train()
+            nats = summed_nats(self.model(x), y, self.sep)
+            tokens = int((y != self.sep).sum())
+            self.times.append(time.perf_counter())
+            yield SimpleNamespace(inputs=x, targets=y, loss=nats / max(tokens, 1))
+        self.times.append(time.perf_counter())
+
+
+def per_step(times: list[float]) -> float:
+    t = times[WARMUP:]
+    return (t[-1] - t[0]) / (len(t) - 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", type=Path, default=Path("examples/baseline"))
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--batch", type=int, default=16, help="the bundle's batch size")
+    ap.add_argument("--seq-len", type=int, default=64)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="prism-overhead-"))
+    source = write_jsonl(work / "docs.jsonl", english_like_documents(1500, seed=1))
+    prepare_data(small_spec([source]), work / "data")
+    train_stream = TokenStream.open(work / "data", "train")
+    budget_rows = args.steps * args.batch
+    settings = Settings(
+        challenge={"seq_len": args.seq_len, "token_budget": budget_rows * args.seq_len,
+                   "deadline_s": 600.0, "val_tokens": 2048},
+        sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
+    )
+    torch.set_num_threads(1)
+    torch.manual_seed(settings.challenge.seed)
+    arch = _load(args.bundle / "architecture.py", "bench_architecture")
+    ctx_build = SimpleNamespace(vocab_size=train_stream.manifest.vocab_size,
+                                seq_len=args.seq_len, max_params=settings.challenge.param_cap)
+    model = arch.build_model(ctx_build)
+    bare = BareContext(model, train_stream, args.seq_len, budget_rows,
+                       train_stream.manifest.separator_id)
+    t0 = time.perf_counter()
+    _load(args.bundle / "training.py", "bench_training").train(bare)
+    bare_total = time.perf_counter() - t0
+    bare_step = per_step(bare.times)
+
+    files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
+    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
+    t0 = time.perf_counter()
+    record = runner.run(files, hashlib.sha256(files["training.py"]).hexdigest(), work / "run")
+    wall = time.perf_counter() - t0
+    if record.exit_reason != "ok" or len(record.batches) < WARMUP + 2:
+        sys.exit(f"harness run failed: {record.exit_reason} {record.exit_detail}")
+    harness_step = per_step([b.t for b in record.batches])
+    print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}")
+    print(f"bare loop     : {bare_step * 1e3:8.2f} ms/step  (total {bare_total:.2f} s)")
+    print(f"harness       : {harness_step * 1e3:8.2f} ms/step  "
+          f"(audits {len(record.audits)})")
+    print(f"per-step ratio harness/bare = {harness_step / bare_step:.3f}  (target <= 1.05)")
+    print(f"fixed start-up: {record.startup_s:.2f} s to the first batch; eval sandbox "
+          f"{record.eval_s:.2f} s; whole run {wall:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
