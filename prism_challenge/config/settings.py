@@ -173,6 +173,16 @@ class ValidatorSettings(Section):
     work_dir: Path = Path("prism-data/runs")
 
 
+class DashboardSettings(Section):
+    """The validator's web dashboard (`GET /`) and Prometheus metrics (`GET /metrics`)."""
+
+    enabled: bool = True
+    metrics_enabled: bool = True
+    refresh_s: int = Field(15, ge=0)
+    queue_rows: int = Field(200, ge=1, le=10_000)
+    curve_points: int = Field(400, ge=10, le=10_000)
+
+
 class Settings(BaseSettings):
     """The whole node configuration. `mode: production` refuses debug-only choices.
 
@@ -198,6 +208,7 @@ class Settings(BaseSettings):
     weights: WeightsSettings = WeightsSettings()
     validator: ValidatorSettings = ValidatorSettings()
     registry: RegistrySettings = RegistrySettings()
+    dashboard: DashboardSettings = DashboardSettings()
 
     @model_validator(mode="after")
     def _production_refuses_debug_backends(self) -> Settings:
