@@ -111,7 +111,8 @@ class _FileChecker:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     path = f"{node.module}.{alias.name}"
-                    self._bind(alias.asname or alias.name, path, module=_is_module(path))
+                    module = not isinstance(R.lookup(path), tuple) and _is_module(path)
+                    self._bind(alias.asname or alias.name, path, module=module)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defined.add(node.name)
             elif isinstance(node, ast.ClassDef):
@@ -303,7 +304,8 @@ class _FileChecker:
             path = self.resolve(node)
             if path is not None:
                 self.check_path(node, path, importing=False)
-                if _is_module(path) and not self._is_attr_builtin_base(node):
+                denied = isinstance(R.lookup(path), tuple)  # already reported; not resolved
+                if not denied and _is_module(path) and not self._is_attr_builtin_base(node):
                     self.flag(node, R.MODULE_ALIAS, (
                         f"the module '{path}' may only be used as {path}.<name>, not passed "
                         "around or rebound"))

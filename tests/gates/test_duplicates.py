@@ -73,7 +73,8 @@ def test_a_real_change_lowers_similarity():
     )
     other = dict(original, **{"architecture.py": changed.encode()})
     similarity = fingerprint(other).similarity(fingerprint(original))
-    assert 0.5 < similarity < 1.0
+    # Same maths written out by hand: the shingles it touches change, the rest do not.
+    assert 0.8 < similarity < 0.95
 
 
 def test_copy_from_another_hotkey_is_refused_with_a_pointer(store):
