@@ -19,6 +19,9 @@ from prism_challenge.gates.surface import is_module, protected_names
 from prism_challenge.gates.violation import Violation
 
 _ATTR_BUILTINS = {"getattr", "hasattr", "setattr", "delattr"}
+# Deepest AST honest code needs is ~20; the bound keeps every later recursive walk (the
+# fingerprint) far from Python's recursion limit.
+MAX_DEPTH = 100
 _SELF = frozenset({"self", "cls"})
 # Attribute names a bundle may define itself (a model's own `decode` method, say).
 _OWNABLE = frozenset({"decode"})
@@ -63,6 +66,9 @@ def _parse(name: str, source: str | bytes, out: list[Violation]) -> ast.Module |
         out.append(Violation(name, exc.lineno or 0, R.SYNTAX, f"not valid Python: {exc.msg}"))
     except ValueError as exc:  # e.g. NUL bytes
         out.append(Violation(name, 0, R.SYNTAX, f"not valid Python: {exc}"))
+    except (RecursionError, MemoryError):
+        out.append(Violation(name, 0, R.SYNTAX, (
+            "too deeply nested for the Python parser; split the expression")))
     return None
 
 
@@ -93,13 +99,19 @@ class _FileChecker:
     def run(self) -> list[Violation]:
         # One traversal (parents before children) shared by every check below.
         nodes: list[ast.AST] = []
-        stack: list[ast.AST] = [self.tree]
+        stack: list[tuple[ast.AST, int]] = [(self.tree, 0)]
         while stack:
-            node = stack.pop()
+            node, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                while not hasattr(node, "lineno") and node in self.parent:
+                    node = self.parent[node]
+                self.flag(node, R.SYNTAX, (
+                    f"code nested more than {MAX_DEPTH} levels deep; split the expression"))
+                return self.out  # nothing deeper is checked, and the bundle is refused
             nodes.append(node)
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
-                stack.append(child)
+                stack.append((child, depth + 1))
         for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:

@@ -77,7 +77,13 @@ class GateStage:
             ))
         outcomes = []
         for submission_id in ids:
-            outcome = self.process_one(submission_id, now)
+            try:
+                outcome = self.process_one(submission_id, now)
+            except Exception as exc:  # noqa: BLE001 - one bad bundle must not stop the loop
+                # A gate bug is held and retried, never turned into a rejection of a
+                # possibly honest miner, and never a crash of the validator.
+                outcome = self._hold(submission_id, f"{type(exc).__name__}: {exc}"[:200], now,
+                                     what="gate error")
             if outcome is not None:
                 outcomes.append(outcome)
         return outcomes
@@ -158,7 +164,8 @@ class GateStage:
                              decision=verdict.decision, verdict=verdict.model_dump(),
                              model=self.settings.llm.model, created_at=now))
 
-    def _hold(self, submission_id: int, error: str, now: float) -> GateOutcome | None:
+    def _hold(self, submission_id: int, error: str, now: float, *,
+              what: str = "LLM review unavailable") -> GateOutcome | None:
         llm = self.settings.llm
         try:
             with self.store.session() as s:
@@ -171,7 +178,7 @@ class GateStage:
                 hold.last_error = error
                 hold.updated_at = now
                 retry = datetime.fromtimestamp(now + delay, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                reason = f"held: LLM review unavailable ({error}), retry at {retry}"
+                reason = f"held: {what} ({error}), retry at {retry}"
                 transition(s, submission_id, Status.RECEIVED, reason=reason,
                            expected=Status.RECEIVED, not_before=now + delay, now=now)
         except IllegalTransition:

@@ -130,3 +130,12 @@ def test_violations_carry_file_line_and_an_actionable_message():
 ])
 def test_contract_and_bad_input(files, expected):
     assert [(v.rule, v.file, v.line) for v in check_policy(files)] == expected
+
+
+@pytest.mark.parametrize("expr", [
+    "torch" + ".nn" * 20000, "-" * 50000 + "1", "1+" * 900 + "1", "[" * 150 + "]" * 150,
+])
+def test_pathologically_nested_code_is_refused_not_crashed(expr):
+    found = arch(f"x = {expr}\n")
+    assert {v.rule for v in found} == {"AST-SYNTAX"}
+    assert "nested" in found[0].message and found[0].line in (0, 6)

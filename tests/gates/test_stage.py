@@ -77,3 +77,23 @@ def test_a_flood_of_violations_is_summarised(store):
     stage(store).process_due(NOW)
     reason = row_of(store, sid).reason
     assert reason.count("AST-IMPORT") == 20 and reason.endswith("... and 20 more")
+
+
+def test_a_gate_error_holds_instead_of_crashing_or_rejecting(store, monkeypatch):
+    import prism_challenge.gates.stage as stage_module
+
+    def broken(files):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(stage_module, "check_policy", broken)
+    bad = submit(store, bundle_of("honest", "gpt"), "hk-a", NOW)
+    good = submit(store, bundle_of("honest", "lstm"), "hk-b", NOW + 1)
+    outcomes = stage(store).process_due(NOW + 2)
+    assert [(o.submission_id, o.status) for o in outcomes] == [
+        (bad, Status.RECEIVED), (good, Status.RECEIVED)]
+    row = row_of(store, bad)
+    assert row.reason.startswith("held: gate error (RuntimeError: boom), retry at ")
+    assert row.not_before == NOW + 2 + Settings().llm.backoff_s
+    monkeypatch.undo()
+    statuses = {o.submission_id: o.status for o in stage(store).process_due(row.not_before)}
+    assert statuses == {bad: Status.QUEUED, good: Status.QUEUED}
