@@ -10,6 +10,7 @@ from prism_challenge.api.server import ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry import Registry
+from prism_challenge.storage import Store
 from tests.registry.conftest import obs
 
 
@@ -36,3 +37,22 @@ def test_program_md_json_and_hypotheses_are_served(store):
     assert panel.text.startswith('<table class="prism-posteriors">')
     assert panel.text.count("<tr>") == 9
     assert len([n for n in graph["nodes"] if n["type"] == "hypothesis"]) == 8
+
+
+def test_cli_prints_the_same_brief(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"storage:\n  url: {url}\n")
+    reg = Registry(Store(url), Settings(storage={"url": url}))
+    reg.observe(obs(1, 2.0))
+    out = CliRunner().invoke(app, ["program", "--config", str(cfg)])
+    assert out.exit_code == 0, out.output
+    assert out.output.endswith(f"<!-- sha256 {reg.program()[1]} -->\n")
+    doc = json.loads(CliRunner().invoke(app, ["program", "-c", str(cfg), "--json"]).output)
+    assert doc["digest"] == reg.program()[1] and doc["observations"] == 1
