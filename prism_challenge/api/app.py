@@ -14,7 +14,9 @@ from prism_challenge import __version__
 from prism_challenge.api import health
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import install_error_handlers
+from prism_challenge.dashboard import routes as dashboard_routes
 from prism_challenge.intake import routes as intake_routes
+from prism_challenge.metrics import routes as metrics_routes
 from prism_challenge.registry import routes as registry_routes
 from prism_challenge.scoring import routes as scoring_routes
 from prism_challenge.weights import routes as weights_routes
@@ -25,6 +27,8 @@ ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     registry_routes.build,
     scoring_routes.build,
     weights_routes.build,
+    dashboard_routes.build,
+    metrics_routes.build,
 )
 
 

@@ -1,0 +1,199 @@
+"""What the dashboard pages show, read from the store in one session per page.
+
+A SQLite session takes the write lock up front (`BEGIN IMMEDIATE`), so a page that opened
+one per panel would queue behind the workers several times; each loader here runs inside the
+single session its route opens and returns plain frozen values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.config.settings import Settings
+from prism_challenge.sandbox.record import RunRecord as RecordModel
+from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
+from prism_challenge.scoring.queries import load_entries
+from prism_challenge.storage.lifecycle import FINAL, Status
+from prism_challenge.storage.tables import RegistryHypothesis, RunRecord, Score, Submission
+from prism_challenge.weights.plan import WeightPlan, build_plan
+
+OPEN = tuple(s.value for s in Status if s not in FINAL)
+_ROW_COLUMNS = (
+    Submission.id,
+    Submission.name,
+    Submission.hotkey,
+    Submission.digest,
+    Submission.status,
+    Submission.reason,
+    Submission.attempts,
+    Submission.reviewed,
+    Submission.accepted_at,
+    Submission.updated_at,
+    Submission.block,
+)
+
+
+@dataclass(frozen=True)
+class SubmissionRow:
+    """A submission without its bundle bytes (the dashboard never needs them)."""
+
+    id: int
+    name: str | None
+    hotkey: str
+    digest: str
+    status: str
+    reason: str | None
+    attempts: int
+    reviewed: str
+    accepted_at: float
+    updated_at: float
+    block: int | None
+
+
+@dataclass(frozen=True)
+class Overview:
+    counts: dict[str, int]  # every status, zero included
+    board: Leaderboard
+    corpora: list[str]  # every corpus something was scored on
+    plan: WeightPlan | None
+    plan_error: str | None
+    queue: list[SubmissionRow]  # open ones oldest first, then the latest final ones
+    hypotheses: list[dict]  # the registry's materialised rows (posteriors panel input)
+
+
+@dataclass(frozen=True)
+class ScoreView:
+    bpb: float
+    heldout_delta: float
+    eligible: bool
+    reason: str | None
+    corpus: str
+    detail: dict
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunView:
+    attempt: int
+    created_at: float
+    record: RecordModel | None
+    error: str | None  # why the stored record could not be read (e.g. an unknown version)
+
+
+@dataclass(frozen=True)
+class SubmissionView:
+    row: SubmissionRow
+    score: ScoreView | None
+    runs: list[RunView]  # every attempt, first first
+
+
+def status_counts(session: Session) -> dict[str, int]:
+    found = dict(
+        session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
+    )
+    return {s.value: int(found.get(s.value, 0)) for s in Status}
+
+
+def load_queue(session: Session, limit: int) -> list[SubmissionRow]:
+    """Open submissions (oldest first), then the most recently finished, `limit` in all."""
+    rows = session.execute(
+        select(*_ROW_COLUMNS)
+        .where(Submission.status.in_(OPEN))
+        .order_by(Submission.accepted_at, Submission.id)
+        .limit(limit)
+    ).all()
+    if len(rows) < limit:
+        rows += session.execute(
+            select(*_ROW_COLUMNS)
+            .where(Submission.status.not_in(OPEN))
+            .order_by(Submission.updated_at.desc(), Submission.id.desc())
+            .limit(limit - len(rows))
+        ).all()
+    return [SubmissionRow(*r) for r in rows]
+
+
+def load_overview(
+    session: Session,
+    settings: Settings,
+    metagraph: MetagraphView,
+    *,
+    corpus: str | None = None,
+    research_credit: Mapping[str, float] | None = None,
+    queue_rows: int = 200,
+) -> Overview:
+    """Everything the overview page shows; the scored entries are read once for both the
+    leaderboard and the weights plan."""
+    entries = load_entries(session)
+    board = build_leaderboard(
+        entries,
+        epsilon=settings.scoring.epsilon_bpb,
+        margin=settings.scoring.dethrone_margin,
+        corpus=corpus,
+    )
+    plan, plan_error = None, None
+    try:
+        plan = build_plan(
+            entries, metagraph, settings, research_credit=research_credit, corpus=corpus
+        )
+    except ValueError as exc:  # a misconfigured burn uid: show it, keep the rest of the page
+        plan_error = str(exc)
+    hypotheses = [
+        r.detail
+        for r in session.execute(select(RegistryHypothesis).order_by(RegistryHypothesis.id))
+        .scalars()
+    ]
+    return Overview(
+        counts=status_counts(session),
+        board=board,
+        corpora=sorted({e.corpus for e in entries}),
+        plan=plan,
+        plan_error=plan_error,
+        queue=load_queue(session, queue_rows),
+        hypotheses=hypotheses,
+    )
+
+
+def load_submission(session: Session, submission_id: int) -> SubmissionView | None:
+    """One submission with its score and every run record, or None when there is none."""
+    found = session.execute(select(*_ROW_COLUMNS).where(Submission.id == submission_id)).first()
+    if found is None:
+        return None
+    score = session.get(Score, submission_id)
+    runs = []
+    for r in session.execute(
+        select(RunRecord).where(RunRecord.submission_id == submission_id).order_by(
+            RunRecord.attempt
+        )
+    ).scalars():
+        try:
+            record = RecordModel.model_validate(r.record)
+            runs.append(RunView(r.attempt, r.created_at, record, None))
+        except ValidationError as exc:
+            runs.append(RunView(r.attempt, r.created_at, None, _first_error(exc)))
+    return SubmissionView(
+        row=SubmissionRow(*found),
+        score=None
+        if score is None
+        else ScoreView(
+            bpb=score.bpb,
+            heldout_delta=score.heldout_delta,
+            eligible=score.eligible,
+            reason=score.reason,
+            corpus=score.corpus,
+            detail=dict(score.detail),
+            created_at=score.created_at,
+        ),
+        runs=runs,
+    )
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"unreadable run record ({where}: {first.get('msg')})"

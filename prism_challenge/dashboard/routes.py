@@ -1,0 +1,60 @@
+"""`GET /` (= `/dashboard`) and `GET /dashboard/submissions/{id}`: the validator's web pages.
+
+Read-only HTML, one store session per page, no scripts (the page reloads itself every
+`dashboard.refresh_s` seconds). Served only when `dashboard.enabled`.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse
+
+from prism_challenge import __version__
+from prism_challenge.api.deps import ApiDeps
+from prism_challenge.dashboard.html import esc, page, section
+from prism_challenge.dashboard.overview_page import render_overview
+from prism_challenge.dashboard.queries import load_overview, load_submission
+from prism_challenge.dashboard.submission_page import render_submission
+from prism_challenge.weights.research import registry_credit
+
+
+def build(deps: ApiDeps) -> APIRouter:
+    router = APIRouter(tags=["dashboard"], include_in_schema=False)
+    cfg = deps.settings.dashboard
+    if not cfg.enabled:
+        return router
+
+    def meta() -> str:
+        s = deps.settings
+        return esc(
+            f"netuid {s.chain.netuid} · {s.mode} mode · block {deps.metagraph.block} · "
+            f"v{__version__}"
+        )
+
+    @router.get("/", response_class=HTMLResponse)
+    @router.get("/dashboard", response_class=HTMLResponse)
+    def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
+        # The research share's credit comes from the registry's own reads; it is {} (and
+        # reads nothing) when weights.research_share is 0, the default.
+        credit = registry_credit(deps.store, deps.settings)
+        with deps.store.session() as session:
+            view = load_overview(
+                session, deps.settings, deps.metagraph, corpus=corpus,
+                research_credit=credit, queue_rows=cfg.queue_rows,
+            )
+        return HTMLResponse(
+            page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
+        )
+
+    @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
+    def submission(submission_id: int) -> HTMLResponse:
+        with deps.store.session() as session:
+            view = load_submission(session, submission_id)
+        if view is None:
+            body = section("Not found", f"<p>There is no submission {submission_id}.</p>")
+            return HTMLResponse(page("Not found", body, meta=meta()), status_code=404)
+        body = render_submission(view, curve_points=cfg.curve_points)
+        title = f"Submission {submission_id}"
+        return HTMLResponse(page(title, body, meta=meta(), refresh_s=cfg.refresh_s))
+
+    return router

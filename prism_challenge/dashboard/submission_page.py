@@ -1,0 +1,126 @@
+"""One submission's page: where it is, its score, every attempt, and its learning curve."""
+
+from __future__ import annotations
+
+from prism_challenge.dashboard.curve import Curve, learning_curve
+from prism_challenge.dashboard.html import (
+    badge,
+    esc,
+    hotkey,
+    num,
+    section,
+    status_badge,
+    table,
+    when,
+)
+from prism_challenge.dashboard.overview_page import corpus_badge
+from prism_challenge.dashboard.queries import RunView, ScoreView, SubmissionView
+from prism_challenge.dashboard.svg import HLine, Series, line_chart
+
+# Score detail fields worth a row, in reading order (the rest stay in /v1 JSON).
+SCORE_FIELDS = ("prequential_bpb", "tail_bpb", "uniform_bpb", "gap", "penalty",
+                "unconsumed_tokens", "exit_reason")
+
+
+def _pairs(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f'<table class="pairs"><tbody>{body}</tbody></table>'
+
+
+def summary_html(view: SubmissionView) -> str:
+    r = view.row
+    return _pairs([
+        ("name", esc(r.name)),
+        ("status", status_badge(r.status)),
+        ("reason", f'<span class="reason">{esc(r.reason)}</span>'),
+        ("attempts", str(r.attempts)),
+        ("LLM review", badge("unreviewed", "warn") if r.reviewed == "unreviewed"
+         else esc(r.reviewed)),
+        ("hotkey", hotkey(r.hotkey)),
+        ("digest", f'<span class="mono">{esc(r.digest)}</span>'),
+        ("accepted", when(r.accepted_at) + (f" (block {r.block})" if r.block else "")),
+        ("updated", when(r.updated_at)),
+    ])
+
+
+def score_html(score: ScoreView | None) -> str:
+    if score is None:
+        return '<p class="muted">not scored (yet)</p>'
+    rows = [
+        ("corpus", corpus_badge(score.corpus)),
+        ("bpb", num(score.bpb, 6)),
+        ("held-out Δ", num(score.heldout_delta, 6)),
+        ("eligible", badge("eligible", "ok") if score.eligible else badge("not eligible", "warn")),
+        ("reason", f'<span class="reason">{esc(score.reason)}</span>'),
+    ]
+    rows += [(k, esc(score.detail[k])) for k in SCORE_FIELDS if k in score.detail]
+    rows.append(("scored", when(score.created_at)))
+    return _pairs(rows)
+
+
+def runs_html(runs: list[RunView]) -> str:
+    rows = []
+    for run in runs:
+        rec = run.record
+        if rec is None:
+            rows.append([str(run.attempt), badge("unreadable", "warn"), esc(run.error), "", "",
+                         "", when(run.created_at)])
+            continue
+        rows.append([
+            str(run.attempt),
+            esc(rec.exit_reason),
+            f'<span class="reason">{esc(rec.exit_detail or "")}</span>',
+            str(len(rec.batches)),
+            f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,}",
+            f"{rec.startup_s:.1f} / {rec.train_s:.1f} / {rec.eval_s:.1f}",
+            when(run.created_at),
+        ])
+    return table(
+        ["attempt", "exit", "detail", "batches", "tokens consumed / budget",
+         "startup / train / eval s", "recorded"],
+        rows, numeric=(0, 3, 4, 5), empty="no run recorded yet",
+    )
+
+
+def curve_chart(curve: Curve) -> str:
+    refs = [
+        HLine(label, value, color)
+        for label, value, color in (
+            ("uniform", curve.uniform_bpb, "#888888"),
+            ("val trained", curve.val_bpb_trained, "#1a7f37"),
+            ("val twin", curve.val_bpb_twin, "#b42318"),
+        )
+        if value is not None
+    ]
+    return line_chart(
+        [
+            Series("bpb per batch", [(p.tokens, p.bpb) for p in curve.points], "#8fb5e8", 1.2),
+            Series("prequential bpb so far", [(p.tokens, p.running_bpb) for p in curve.points],
+                   "#1f3a93", 2.2),
+        ],
+        x_label="scored tokens consumed",
+        y_label="bits per byte",
+        hlines=refs,
+        title="learning curve",
+    )
+
+
+def curve_html(runs: list[RunView], max_points: int) -> str:
+    latest = next((r for r in reversed(runs) if r.record is not None and r.record.batches), None)
+    if latest is None:
+        return '<p class="muted">no scored batches yet</p>'
+    curve = learning_curve(latest.record, max_points)
+    note = (f"attempt {latest.attempt}: {curve.batches} batches drawn as "
+            f"{len(curve.points)} points")
+    if curve.skipped:
+        note += f"; {curve.skipped} left out (no bytes or a non-finite loss)"
+    return f'<p class="muted">{esc(note)}</p>{curve_chart(curve)}'
+
+
+def render_submission(view: SubmissionView, *, curve_points: int) -> str:
+    return "".join([
+        section(f"Submission #{view.row.id}", summary_html(view)),
+        section("Learning curve", curve_html(view.runs, curve_points), anchor="curve"),
+        section("Score", score_html(view.score), anchor="score"),
+        section("Runs", runs_html(view.runs), anchor="runs"),
+    ])
