@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from prism_challenge import __version__
+from prism_challenge.cli.check_cmd import check
 from prism_challenge.cli.config_cmd import config
+from prism_challenge.cli.eval_cmd import evaluate
 from prism_challenge.cli.submit_cmd import submit
 from prism_challenge.cli.weights_cmd import weights
 from prism_challenge.registry.cli import program
@@ -38,6 +40,8 @@ def _root(
 
 
 app.command("config")(config)
+app.command("check")(check)
+app.command("eval")(evaluate)
 app.command("submit")(submit)
 app.command("weights")(weights)
 app.command("program")(program)

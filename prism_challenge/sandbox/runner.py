@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,10 @@ CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "dis
 EVAL_RESULT_MAX_BYTES = 1 << 20
 PROBE_POSITIONS = 3
 MAX_PROBE_ROWS = 64
+
+
+class Cancelled(RuntimeError):
+    """The run was stopped by the validator (shutdown); it says nothing about the miner."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +114,15 @@ class Runner:
     """Runs submissions under one settings object, backend and prepared data."""
 
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
-                 *, on_event: Callable[[str], None] | None = None) -> None:
+                 *, on_event: Callable[[str], None] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
         self.settings = settings
         self.backend = backend
         self.train = train
         self.val = val
         self.on_event = on_event or (lambda _msg: None)
+        # (rows handed out so far, budget rows), polled while the train sandbox runs
+        self.on_progress = on_progress or (lambda _done, _total: None)
         c = settings.challenge
         self.seq_len = c.seq_len
         self.budget_rows = self.train.budget_rows(c.seq_len, c.token_budget)
@@ -169,7 +177,10 @@ class Runner:
         )
 
     # ---- one run --------------------------------------------------------------------------
-    def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path) -> RunRecord:
+    def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
+            *, cancel: threading.Event | None = None) -> RunRecord:
+        """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile."""
+        cancel = cancel or threading.Event()
         paths = RunPaths(Path(run_dir))
         paths.create()
         for fname in ("architecture.py", "training.py"):
@@ -186,19 +197,27 @@ class Runner:
         )
         feeder = Feeder(self.train, plan, paths.sock / "feeder.sock")
         self.on_event("training in the sandbox")
+
+        def stop_at() -> float | None:
+            self.on_progress(feeder.state.next_row, self.budget_rows)
+            if cancel.is_set():
+                return 0.0
+            return feeder.kill_at(self.settings.sandbox.save_grace_s)
+
         try:
-            train_result = self.backend.run(
-                self._train_spec(paths, name),
-                stop_at=lambda: feeder.kill_at(self.settings.sandbox.save_grace_s),
-            )
+            train_result = self.backend.run(self._train_spec(paths, name), stop_at=stop_at)
         finally:
             feeder.close()
+        if cancel.is_set():
+            raise Cancelled("the validator is shutting down")
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
         exit_reason, exit_detail = _exit_of(train_result, feeder)
         axes = _axes(finish.axes if finish else None)
         self.on_event("evaluating the final weights and the random-init twin")
-        eval_result, eval_s, audits = self._evaluate(paths, name, batches, axes, secret)
+        eval_result, eval_s, audits = self._evaluate(paths, name, batches, axes, secret, cancel)
+        if cancel.is_set():
+            raise Cancelled("the validator is shutting down")
         consumed = Consumed(rows=sum(b.rows for b in batches),
                             scored_tokens=sum(b.tokens for b in batches),
                             bytes=sum(b.bytes for b in batches),
@@ -219,7 +238,7 @@ class Runner:
         )
 
     def _evaluate(self, paths: RunPaths, name: str, batches: list[Served],
-                  axes: MeasuredAxes | None, secret: bytes):
+                  axes: MeasuredAxes | None, secret: bytes, cancel: threading.Event):
         c, sc = self.settings.challenge, self.settings.scoring
         rng = np.random.default_rng(int.from_bytes(secret[:8], "big"))
         T, sep = c.seq_len, self.separator_id
@@ -250,7 +269,8 @@ class Runner:
         if final.is_file() and not final.is_symlink():
             os.replace(final, paths.eval_inputs / "final.pt")
         (paths.eval_inputs / "eval.json").write_text(json.dumps(cfg))
-        result = self.backend.run(self._eval_spec(paths, name))
+        result = self.backend.run(self._eval_spec(paths, name),
+                                  stop_at=lambda: 0.0 if cancel.is_set() else None)
         raw = _read_eval(paths.eval_scratch / "eval_result.json")
         val_targets = val_rows[:, 1:]
         val_bytes = int(self.val.byte_lengths[val_targets].sum())

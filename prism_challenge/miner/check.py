@@ -1,0 +1,116 @@
+"""`prism check`: will the validator accept this bundle and can it train at all?
+
+Static gates first (nothing runs if they fail, as on a validator), then a smoke run in the
+real sandbox with the configured geometry but a budget of a few batches: it shows the
+model builds under the forced seed (and its parameter count against the cap), that
+`train(ctx)` consumes batches, and that the run passes the anti-cheat gates a record is
+scored with (step-0, causality probe, audit, finite losses, contract). The memorisation
+gap is only shown: a few batches say nothing about it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prism_challenge.bundle import Bundle
+from prism_challenge.config.settings import Settings
+from prism_challenge.miner.data import open_local_data
+from prism_challenge.miner.findings import Finding, failed, static_findings
+from prism_challenge.miner.sandbox_run import run_in_sandbox
+from prism_challenge.sandbox.backends import IsolationBackend
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.scoring import ScoreResult, score_record
+
+SMOKE_ROWS = 64
+SMOKE_VAL_ROWS = 8
+INFO_ONLY_GATES = ("gap",)
+
+
+@dataclass
+class CheckReport:
+    bundle: Bundle
+    findings: list[Finding] = field(default_factory=list)
+    record: RunRecord | None = None
+    score: ScoreResult | None = None
+    smoke_rows: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not failed(self.findings)
+
+
+def smoke_settings(settings: Settings, rows: int = SMOKE_ROWS) -> Settings:
+    """The configured settings with a budget of `rows` rows and a small val slice."""
+    c = settings.challenge
+    budget = min(c.token_budget, rows * c.seq_len)
+    budget -= budget % c.seq_len
+    val_tokens = min(c.val_tokens, SMOKE_VAL_ROWS * c.seq_len)
+    challenge = c.model_copy(update={"token_budget": max(budget, c.seq_len),
+                                     "val_tokens": val_tokens})
+    return settings.model_copy(update={"challenge": challenge})
+
+
+def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
+                 smoke_rows: int = SMOKE_ROWS, backend: IsolationBackend | None = None,
+                 on_event: Callable[[str], None] | None = None) -> CheckReport:
+    """Every check of `prism check`.
+
+    The data is opened first, so data errors (`DataRootMissing`, `DataIntegrityError`,
+    `DataMismatch`) raise before anything is decided; `LocalRunFailed` when the sandbox
+    itself cannot run here.
+    """
+    smoke = smoke_settings(settings, smoke_rows)
+    data = open_local_data(data_root, smoke)
+    report = CheckReport(bundle, static_findings(bundle))
+    if not report.passed:
+        report.findings.append(Finding("smoke run", "skip",
+                                       "not run: the validator refuses this bundle before "
+                                       "running it; fix the failures above first"))
+        return report
+    record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
+    report.record, report.smoke_rows = record, record.budget.rows
+    report.findings += _run_findings(record, smoke)
+    report.score = score_record(record, smoke.scoring)
+    report.findings += _gate_findings(report.score)
+    return report
+
+
+def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
+    out = []
+    axes = record.axes
+    if axes is None:
+        out.append(Finding("parameters", "fail",
+                           f"the model was not built and counted: {record.exit_detail[-300:]}"))
+    else:
+        cap = record.param_cap
+        status = "pass" if axes.param_count <= cap else "fail"
+        out.append(Finding("parameters", status,
+                           f"{axes.param_count:,} of the cap {cap:,} (built under seed "
+                           f"{settings.challenge.seed}); {axes.layer_count} layers"))
+    done, budget = record.consumed.rows, record.budget.rows
+    ok = record.exit_reason in ("ok", "budget") and done == budget
+    detail = (f"{done}/{budget} rows consumed in {len(record.batches)} batches, "
+              f"exit {record.exit_reason}")
+    if record.exit_detail:
+        detail += f": {record.exit_detail[-600:]}"
+    out.append(Finding("smoke run", "pass" if ok else "fail", detail))
+    curve = [b.nats / math.log(2) / b.bytes for b in record.batches if b.bytes]
+    if len(curve) >= 2:
+        trend = "falls" if curve[-1] < curve[0] else "does not fall (yet)"
+        out.append(Finding("learning", "info",
+                           f"batch bpb {curve[0]:.3f} -> {curve[-1]:.3f}: {trend}"))
+    return out
+
+
+def _gate_findings(score: ScoreResult) -> list[Finding]:
+    out = []
+    for reason in score.reasons:
+        gate = reason.split(":", 1)[0]
+        out.append(Finding(f"gate {gate}", "info" if gate in INFO_ONLY_GATES else "fail", reason))
+    if not score.reasons:
+        out.append(Finding("gates", "pass",
+                           "step-0, causality probe, audit, finite losses, contract, cap"))
+    return out

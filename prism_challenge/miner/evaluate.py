@@ -1,0 +1,87 @@
+"""`prism eval`: score a bundle locally exactly as a validator would, on the local data.
+
+The full configured budget runs in the real sandbox; the record is scored with the
+validator's `score_record`; the declared axes are read against the registry's schema. The
+record, the score and a learning curve are written to the output folder so that two runs
+(or a run and a validator's number) can be compared afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prism_challenge.bundle import Bundle
+from prism_challenge.config.settings import Settings
+from prism_challenge.miner.curve import plot_learning_curve
+from prism_challenge.miner.data import open_local_data
+from prism_challenge.miner.findings import Finding, failed, static_findings
+from prism_challenge.miner.sandbox_run import run_in_sandbox
+from prism_challenge.registry import DEFAULT_AXES
+from prism_challenge.registry.axes import AxisReading, read_axes
+from prism_challenge.sandbox.backends import IsolationBackend
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.scoring import ScoreResult, score_record
+
+RECORD_FILE = "record.json"
+SCORE_FILE = "score.json"
+CURVE_FILE = "learning_curve.png"
+
+
+class StaticRefusal(ValueError):
+    """The bundle fails the validator's static gates; it is not run."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__("the bundle fails the static gates")
+        self.findings = findings
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    bundle: Bundle
+    findings: list[Finding]
+    record: RunRecord
+    score: ScoreResult
+    axes: AxisReading
+    val_source: str
+    corpus: str
+    wall_s: float
+    files: dict[str, Path]
+
+
+def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir: Path, *,
+                    backend: IsolationBackend | None = None,
+                    on_event: Callable[[str], None] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> EvalReport:
+    """Run, score and write `record.json`, `score.json` and `learning_curve.png`.
+
+    Raises (before anything runs or is written) the data errors of `open_local_data`, then
+    `StaticRefusal` for a bundle the validator would refuse; `LocalRunFailed` when the
+    sandbox itself cannot run here.
+    """
+    data = open_local_data(data_root, settings)
+    findings = static_findings(bundle)
+    if failed(findings):
+        raise StaticRefusal([f for f in findings if f.status == "fail"])
+    t0 = time.monotonic()
+    record = run_in_sandbox(bundle, settings, data, backend=backend, on_event=on_event,
+                            on_progress=on_progress)
+    wall = time.monotonic() - t0
+    score = score_record(record, settings.scoring)
+    axes = read_axes(DEFAULT_AXES, record.axes, dict(bundle.meta.axes))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"record": out / RECORD_FILE, "score": out / SCORE_FILE, "curve": out / CURVE_FILE}
+    files["record"].write_text(record.model_dump_json(indent=2) + "\n")
+    summary = {"digest": bundle.digest, "name": bundle.meta.name, "corpus": data.corpus,
+               "manifest_sha256": record.manifest_sha256, "val_source": data.val_source,
+               "score": score.model_dump(mode="json"), "axes": axes.model_dump(mode="json"),
+               "wall_s": round(wall, 3)}
+    files["score"].write_text(json.dumps(summary, indent=2) + "\n")
+    title = f"{bundle.meta.name or bundle.digest[:12]} on {data.corpus}"
+    plot_learning_curve(record, score, files["curve"], title)
+    return EvalReport(bundle, findings, record, score, axes, data.val_source, data.corpus,
+                      wall, files)

@@ -1,0 +1,83 @@
+"""Rich renderings of the local reports: one table of findings, one of the score.
+
+Kept apart from the CLI commands so that both commands print a finding the same way.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from prism_challenge.miner.evaluate import EvalReport
+from prism_challenge.miner.findings import Finding
+
+MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
+        "info": "[cyan]info[/]"}
+
+
+def findings_table(title: str, findings: list[Finding]) -> Table:
+    table = Table("check", "result", "detail", title=title, title_justify="left",
+                  show_lines=False)
+    for f in findings:
+        table.add_row(f.check, MARK[f.status], f.detail)
+    return table
+
+
+def _f(x: float | None, fmt: str = ".4f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def print_eval(console: Console, report: EvalReport) -> None:
+    rec, s = report.record, report.score
+    name = report.bundle.meta.name or "bundle"
+    console.print(findings_table(f"{name} {report.bundle.digest[:12]}: static gates",
+                                 report.findings))
+    demo = " [bold yellow](DEMO corpus: development only)[/]" if report.corpus == "demo" else ""
+    console.print(f"corpus {report.corpus}{demo}, data version {rec.manifest_sha256[:16]}…",
+                  highlight=False)
+    console.print(f"held-out numbers from {report.val_source}", highlight=False)
+    ev = rec.eval
+    score = Table("measure", "value", title="score (the validator's score_record)",
+                  title_justify="left")
+    ratio = (s.prequential_bpb / s.uniform_bpb) if s.prequential_bpb and s.uniform_bpb else None
+    score.add_row("prequential bpb", _f(s.prequential_bpb))
+    score.add_row("uniform bpb (knows nothing)", _f(s.uniform_bpb))
+    score.add_row("prequential / uniform", _f(ratio, ".3f"))
+    score.add_row("tail bpb (last part of the stream)", _f(s.tail_bpb))
+    score.add_row("held-out bpb, trained", _f(ev.val_bpb_trained if ev else None))
+    score.add_row("held-out bpb, random-init twin", _f(ev.val_bpb_twin if ev else None))
+    score.add_row("held-out delta (twin - trained)", _f(s.heldout_delta))
+    score.add_row("gap (held-out trained - tail)", _f(s.gap))
+    score.add_row("gap penalty", f"{s.penalty:.1%}")
+    score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
+    score.add_row("tokens consumed / budget",
+                  f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,} scored")
+    score.add_row("exit", rec.exit_reason + (f": {rec.exit_detail[:200]}" if rec.exit_detail
+                                             else ""))
+    console.print(score)
+    gates = [Finding("gates", "pass", "step-0, causality, audit, finite, contract, cap, gap")]
+    if s.reasons:
+        gates = [Finding(f"gate {r.split(':', 1)[0]}", "fail", r) for r in s.reasons]
+    gates += [Finding("note", "info", n) for n in s.notes]
+    console.print(findings_table("anti-cheat gates", gates))
+    _print_axes(console, report)
+    tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
+    console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
+                  f"({_f(tok_s, ',.0f')} tokens/s), eval {rec.eval_s:.1f} s, "
+                  f"wall {report.wall_s:.1f} s", highlight=False)
+    for what, path in report.files.items():
+        console.print(f"wrote {what}: {path}", highlight=False)
+    verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
+               f"{s.bpb:.4f} bpb" if s.eligible else "[bold red]NOT ELIGIBLE[/]: see the gates")
+    console.print(verdict)
+
+
+def _print_axes(console: Console, report: EvalReport) -> None:
+    axes = Table("axis", "value", "arm", title="axes (measured win over declared)",
+                 title_justify="left")
+    for name, raw in sorted(report.axes.raw.items()):
+        value = f"{raw:g}" if isinstance(raw, float) else str(raw)
+        axes.add_row(name, value, report.axes.arms.get(name, ""))
+    console.print(axes)
+    for flag in report.axes.flags:
+        console.print(f"[yellow]axis flag:[/] {flag}", highlight=False)

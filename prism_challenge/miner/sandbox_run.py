@@ -1,0 +1,37 @@
+"""One local run of a bundle in the real sandbox, on the settings' backend."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from prism_challenge.bundle import Bundle
+from prism_challenge.config.settings import Settings
+from prism_challenge.miner.data import LocalData
+from prism_challenge.sandbox.backends import IsolationBackend, make_backend
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.runner import Runner
+
+
+class LocalRunFailed(RuntimeError):
+    """The sandbox itself failed (the validator's side, not the bundle): nothing to score."""
+
+
+def backend_of(settings: Settings) -> IsolationBackend:
+    s = settings.sandbox
+    return make_backend(s.backend, docker_image=s.docker_image)
+
+
+def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
+                   backend: IsolationBackend | None = None,
+                   on_event: Callable[[str], None] | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> RunRecord:
+    """Train and evaluate `bundle` exactly as a validator would; the run dir is temporary."""
+    runner = Runner(settings, backend or backend_of(settings), data.train, data.val,
+                    on_event=on_event, on_progress=on_progress)
+    with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
+        record = runner.run(bundle.files, bundle.digest, Path(tmp) / "run")
+    if record.exit_reason == "infra":
+        raise LocalRunFailed(f"the sandbox failed on this machine: {record.exit_detail[-600:]}")
+    return record
