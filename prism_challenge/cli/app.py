@@ -9,8 +9,11 @@ import typer
 from prism_challenge import __version__
 from prism_challenge.cli.check_cmd import check
 from prism_challenge.cli.config_cmd import config
+from prism_challenge.cli.demo_cmd import demo
 from prism_challenge.cli.eval_cmd import evaluate
+from prism_challenge.cli.prepare_data_cmd import prepare_data
 from prism_challenge.cli.submit_cmd import submit
+from prism_challenge.cli.validator_cmd import validator
 from prism_challenge.cli.weights_cmd import weights
 from prism_challenge.registry.cli import program
 
@@ -42,6 +45,9 @@ def _root(
 app.command("config")(config)
 app.command("check")(check)
 app.command("eval")(evaluate)
+app.command("validator")(validator)
+app.command("demo")(demo)
+app.command("prepare-data")(prepare_data)
 app.command("submit")(submit)
 app.command("weights")(weights)
 app.command("program")(program)

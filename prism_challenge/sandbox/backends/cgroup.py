@@ -99,6 +99,22 @@ class Cgroup:
             raise
         return cls(2, d, d)
 
+    @staticmethod
+    def sweep_stale() -> int:
+        """Remove empty per-run cgroups left by a validator that was killed (SIGKILL)."""
+        removed = 0
+        for parent in (ROOT / "memory" / "prism", ROOT / "pids" / "prism", ROOT / "prism"):
+            if not parent.is_dir():
+                continue
+            for d in parent.iterdir():
+                if d.is_dir():
+                    try:
+                        d.rmdir()
+                        removed += 1
+                    except OSError:
+                        pass  # still has processes (another validator's live run)
+        return removed
+
     def join(self) -> None:
         """Move the calling process into the cgroup (called in the child before exec)."""
         pid = str(os.getpid())

@@ -1,0 +1,68 @@
+"""`prism validator`: run the validator neuron (intake API, gates, sandboxed evaluation,
+dry-run weight epochs) until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+from rich.logging import RichHandler
+
+from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.config.settings import Settings
+
+
+def with_chain_flags(settings: Settings, *, netuid: int | None, network: str | None,
+                     wallet_name: str | None, wallet_hotkey: str | None,
+                     wallet_path: str | None, port: int | None = None) -> Settings:
+    """Bittensor-style flags win over the config file and the environment."""
+    def pick(**values):
+        return {k: v for k, v in values.items() if v is not None}
+
+    return settings.model_copy(update={
+        "chain": settings.chain.model_copy(update=pick(netuid=netuid, network=network)),
+        "wallet": settings.wallet.model_copy(
+            update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
+        "intake": settings.intake.model_copy(update=pick(port=port)),
+    })
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+        datefmt="[%X]", handlers=[RichHandler(show_path=False, rich_tracebacks=True)],
+        force=True,
+    )
+    for noisy in ("httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def validator(
+    config: ConfigOption = None,
+    netuid: Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")] = None,
+    network: Annotated[
+        str | None, typer.Option("--subtensor.network", help="finney, test, local or ws://...")
+    ] = None,
+    wallet_name: Annotated[str | None, typer.Option("--wallet.name")] = None,
+    wallet_hotkey: Annotated[str | None, typer.Option("--wallet.hotkey")] = None,
+    wallet_path: Annotated[str | None, typer.Option("--wallet.path")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Intake API port.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the validator: intake API, gates, sandboxed evaluation, weight epochs."""
+    from prism_challenge.data import DataInputError, DataIntegrityError
+    from prism_challenge.validator.node import ValidatorNode
+
+    settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
+                                wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
+                                wallet_path=wallet_path, port=port)
+    setup_logging(verbose)
+    try:
+        node = ValidatorNode(settings)
+    except (DataInputError, DataIntegrityError, FileNotFoundError) as exc:
+        fail(f"{exc}\nprepare the data first: prism prepare-data --manifest "
+             f"{settings.data.manifest} --out {settings.data.root}")
+    except ValueError as exc:
+        fail(str(exc))
+    node.run_forever()

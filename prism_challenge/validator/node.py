@@ -1,0 +1,126 @@
+"""The validator node: intake API, gates, evaluation slots and weight epochs in one process.
+
+Everything runs on threads of one process that share one store: the API (uvicorn), one gate
+loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
+bottleneck) and the epoch loop. SIGTERM/SIGINT stop it gracefully: in-flight sandboxes are
+cancelled and their submissions go back to the queue; a SIGKILL is handled at the next start
+by `recovery`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.chain.factory import make_metagraph
+from prism_challenge.config.settings import Settings
+from prism_challenge.gates import GateStage
+from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.registry.service import Registry
+from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.sandbox.backends.cgroup import Cgroup
+from prism_challenge.sandbox.runner import Runner
+from prism_challenge.storage import Store
+from prism_challenge.validator.epochs import run_epoch
+from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.worker import EvaluationWorker
+
+log = logging.getLogger("prism.validator")
+
+
+class ValidatorNode:
+    def __init__(self, settings: Settings, *, reviewer: LlmReviewer | None = None) -> None:
+        self.settings = settings
+        self.stop_event = threading.Event()
+        self.store = Store(settings.storage.url)
+        self.metagraph = make_metagraph(settings)
+        backend = make_backend(settings.sandbox.backend,
+                               docker_image=settings.sandbox.docker_image)
+        self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
+        self.registry = Registry(self.store, settings)
+        if reviewer is None and settings.llm.enabled:
+            reviewer = LlmReviewer(settings.llm)
+        self.gates = GateStage(settings, self.store, reviewer)
+        self.workers = [
+            EvaluationWorker(settings, self.store, self.runner, self.registry,
+                             cancel=self.stop_event)
+            for _ in range(settings.validator.slots)
+        ]
+        self.server = ApiServer(create_app(ApiDeps(settings, self.store, self.metagraph)),
+                                settings.intake.host, settings.intake.port)
+        self._threads: list[threading.Thread] = []
+        self.url: str | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> str:
+        swept = Cgroup.sweep_stale()
+        resumed = resume_interrupted(self.store, self.settings.validator.max_attempts)
+        caught_up = self.workers[0].catch_up_registry()
+        log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
+                 "observations checked", swept, len(resumed), caught_up)
+        self.url = self.server.start()
+        log.info("intake API listening on %s", self.url)
+        loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
+        loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
+        for name, target in loops:
+            thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self.url
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.stop_event.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
+        self.server.stop()
+        self.store.close()
+        log.info("validator stopped")
+
+    def run_forever(self) -> None:
+        """Start, then block until SIGTERM/SIGINT; stop gracefully."""
+        def _on_signal(signum, _frame):
+            log.info("received %s: stopping", signal.Signals(signum).name)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+        self.start()
+        self.stop_event.wait()
+        self.stop()
+
+    # ---- loops ----------------------------------------------------------------------------
+    def _guard(self, loop):
+        """Keep a loop alive through unexpected errors (logged), until stop."""
+        def run():
+            while not self.stop_event.is_set():
+                try:
+                    loop()
+                    return
+                except Exception:
+                    log.exception("%s loop failed; restarting it", threading.current_thread().name)
+                    self.stop_event.wait(self.settings.validator.poll_s)
+        return run
+
+    def _gate_loop(self) -> None:
+        while not self.stop_event.is_set():
+            for outcome in self.gates.process_due(time.time()):
+                log.info("submission %s: gates -> %s %s", outcome.submission_id, outcome.status,
+                         outcome.reason or "")
+            self.stop_event.wait(self.settings.validator.poll_s)
+
+    def _worker_loops(self):
+        def make(worker: EvaluationWorker):
+            def loop():
+                while not self.stop_event.is_set():
+                    if worker.run_once() is None:
+                        self.stop_event.wait(self.settings.validator.poll_s)
+            return loop
+        return [make(w) for w in self.workers]
+
+    def _epoch_loop(self) -> None:
+        while not self.stop_event.wait(self.settings.validator.epoch_s):
+            run_epoch(self.settings, self.store, self.metagraph, self.registry)
