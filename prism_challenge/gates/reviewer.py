@@ -29,8 +29,9 @@ class LlmConfigError(ValueError):
 
 
 class LlmReviewer:
-    def __init__(self, settings: LlmSettings, *, api_key: str | None = None) -> None:
-        key = api_key if api_key is not None else os.environ.get(settings.api_key_env)
+    def __init__(self, settings: LlmSettings) -> None:
+        # The key comes only from the environment variable the config names.
+        key = os.environ.get(settings.api_key_env)
         if not key:
             raise LlmConfigError(
                 f"llm.enabled is true but the environment variable {settings.api_key_env} "
