@@ -1,0 +1,28 @@
+"""Validator tests: real processes (prism validator, prism submit), tiny budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+@pytest.fixture
+def tiny_config(tmp_path, prepared_data):
+    def write(**sections) -> Path:
+        doc = {
+            "data": {"root": str(prepared_data)},
+            "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30,
+                          "val_tokens": 1024},
+            "sandbox": {"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
+            "validator": {"poll_s": 0.2, "epoch_s": 2},
+            "llm": {"enabled": False},
+        }
+        for name, values in sections.items():
+            doc.setdefault(name, {}).update(values)
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    return write

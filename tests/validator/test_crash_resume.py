@@ -1,0 +1,97 @@
+"""Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from validator_kit import ROOT, TINY
+
+from prism_challenge.validator.demo import free_port, make_wallets
+
+CLI = [sys.executable, "-m", "prism_challenge.cli"]
+
+
+def _start(config: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "validator", "--config", str(config)], cwd=ROOT,
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def _wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _status(url: str, sid: int) -> str | None:
+    try:
+        return httpx.get(f"{url}/v1/submissions/{sid}", timeout=2).json()["status"]
+    except httpx.HTTPError:
+        return None
+
+
+@pytest.mark.timeout(400)
+def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tmp_path):
+    port = free_port()
+    work = tmp_path / "node"
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "architecture.py").write_bytes((TINY / "architecture.py").read_bytes())
+    (slow / "training.py").write_text((TINY / "training.py").read_text().replace(
+        "        opt.step()\n", "        opt.step()\n        _ = sum(range(200_000))\n"))
+    config = tiny_config(storage={"url": f"sqlite:///{work / 'prism.db'}"},
+                         intake={"port": port}, validator={"work_dir": str(work / "runs"),
+                                                           "poll_s": 0.2, "epoch_s": 2})
+    make_wallets(tmp_path / "wallets", ["miner"])
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "validator.log"
+    first = _start(config, log)
+    _wait(lambda: _health(url), 120, "the API")
+    sub = subprocess.run([*CLI, "submit", str(slow), "--url", url, "--wallet.name", "miner",
+                          "--wallet.path", str(tmp_path / "wallets"), "--config", str(config)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert sub.returncode == 0, sub.stderr
+    sid = int(sub.stdout.split("submission ")[1].split()[0])
+    _wait(lambda: _status(url, sid) == "running", 120, "running")
+    sock = _wait(lambda: next((work / "runs").glob("*/sock/feeder.sock"), None), 60, "feeder")
+    # wait until batches flow (the training sandbox is up), then kill everything hard
+    _wait(lambda: (sock.parent.parent / "scratch" / "audit").is_dir(), 60, "training")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    db = sqlite3.connect(work / "prism.db")
+    assert db.execute("select status, attempts from submissions where id=?", (sid,)
+                      ).fetchone() == ("running", 1)
+    assert db.execute("select count(*) from scores").fetchone() == (0,)
+
+    second = _start(config, log)
+    try:
+        _wait(lambda: _status(url, sid) == "scored", 240, "scored after restart")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0
+    assert db.execute("select status, attempts from submissions where id=?", (sid,)
+                      ).fetchone() == ("scored", 2)
+    assert db.execute("select count(*) from scores where submission_id=?", (sid,)
+                      ).fetchone() == (1,)
+    assert db.execute("select attempt from run_records where submission_id=?", (sid,)
+                      ).fetchall() == [(2,)]
+    text = log.read_text()
+    assert "1 submissions resumed" in text
+
+
+def _health(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
