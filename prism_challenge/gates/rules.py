@@ -11,7 +11,7 @@ it keys the LLM verdict cache and is reported by `prism check`.
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-1"
+POLICY_VERSION = "ast-2"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
@@ -30,6 +30,11 @@ DISPATCH = "AST-DISPATCH"
 TENSOR_SUBCLASS = "AST-TENSOR-SUBCLASS"
 HOOK = "AST-HOOK"
 SELF = "AST-SELF"
+SEED = "AST-SEED"
+
+_SEED_WHY = ("the challenge forces the seed of the initialisation; a chosen seed or RNG "
+             "state is a way to smuggle a searched-for lucky initialisation")
+_NUMPY_WHY = "NumPy arrays expose files, pickling and ctypes; use .item() or .tolist()"
 COMPILE = "AST-COMPILE"
 LITERAL = "AST-LITERAL"
 BLOB = "AST-BLOB"
@@ -98,6 +103,15 @@ PATHS: dict[str, tuple[str, str] | None] = {
     "torch.autograd.graph": (INTROSPECT, "saved-tensor hooks observe the harness's graph"),
     "torch.autograd.profiler": (FILE, "profilers write trace files"),
     "torch.profiler": (FILE, "profilers write trace files"),
+    "torch.onnx": (FILE, "exporters write files"),
+    "torch.manual_seed": (SEED, _SEED_WHY),
+    "torch.set_rng_state": (SEED, _SEED_WHY),
+    "torch.random.manual_seed": (SEED, _SEED_WHY),
+    "torch.random.set_rng_state": (SEED, _SEED_WHY),
+    "torch.cuda.manual_seed": (SEED, _SEED_WHY),
+    "torch.cuda.manual_seed_all": (SEED, _SEED_WHY),
+    "torch.cuda.set_rng_state": (SEED, _SEED_WHY),
+    "torch.cuda.set_rng_state_all": (SEED, _SEED_WHY),
     # Standard library: pure helpers only.
     "__future__": ALLOWED,
     "math": ALLOWED,
@@ -117,6 +131,8 @@ PATHS: dict[str, tuple[str, str] | None] = {
     "operator.attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),
     "operator.methodcaller": (DYNAMIC, "method call by string; write obj.name()"),
     "random": ALLOWED,
+    "random.seed": (SEED, _SEED_WHY),
+    "random.setstate": (SEED, _SEED_WHY),
     "time": ALLOWED,
     "contextlib": ALLOWED,
     "contextlib.chdir": (FILE, "bundles do not touch the file system"),
@@ -202,6 +218,14 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     "TorchDispatchMode": (DISPATCH, "dispatch modes intercept the harness's ops"),
     "attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),
     "methodcaller": (DYNAMIC, "method call by string; write obj.name()"),
+    "manual_seed": (SEED, _SEED_WHY),
+    "set_rng_state": (SEED, _SEED_WHY),
+    "set_state": (SEED, _SEED_WHY),
+    "numpy": (FFI, _NUMPY_WHY),
+    "ctypes": (FFI, _NUMPY_WHY),
+    "tofile": (FILE, _NUMPY_WHY),
+    "dump": (FILE, "dumping objects writes or pickles them"),
+    "dumps": (DESERIALIZE, "dumping objects pickles them"),
     **dict.fromkeys(
         "f_back f_globals f_locals f_builtins f_code f_trace tb_frame tb_next gi_frame "
         "gi_code gi_yieldfrom cr_frame cr_code ag_frame ag_code co_code co_consts "
