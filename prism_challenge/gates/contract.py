@@ -25,12 +25,12 @@ def contract_violations(trees: dict[str, ast.Module]) -> list[Violation]:
         defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.name == func]
         if not defs:
-            out.append(Violation(file, 1, CONTRACT, (
+            out.append(Violation(CONTRACT, file, 1, (
                 f"{file} must define a top-level function `def {func}(ctx):`")))
             continue
         node = defs[-1]
         if isinstance(node, ast.AsyncFunctionDef):
-            out.append(Violation(file, node.lineno, CONTRACT, (
+            out.append(Violation(CONTRACT, file, node.lineno, (
                 f"`{func}` must be a plain function, not `async def`")))
             continue
         args = node.args
@@ -40,7 +40,7 @@ def contract_violations(trees: dict[str, ast.Module]) -> list[Violation]:
                        if d is None]
         callable_with_one = required <= 1 and (len(positional) >= 1 or args.vararg)
         if not callable_with_one or kw_required:
-            out.append(Violation(file, node.lineno, CONTRACT, (
+            out.append(Violation(CONTRACT, file, node.lineno, (
                 f"`{func}` must take exactly one argument, the harness's ctx: "
                 f"`def {func}(ctx):`")))
     return out

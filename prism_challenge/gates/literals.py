@@ -67,7 +67,7 @@ def literal_violations(nodes: Iterable[ast.AST], file: str) -> list[Violation]:
             items = node.values if isinstance(node, ast.Dict) else node.elts
             constants = sum(isinstance(_unsign(e), ast.Constant) for e in items)
             if constants > MAX_COLLECTION_CONSTANTS:
-                out.append(Violation(file, node.lineno, LITERAL, (
+                out.append(Violation(LITERAL, file, node.lineno, (
                     f"a literal collection of {constants} constants (limit "
                     f"{MAX_COLLECTION_CONSTANTS}); tables of values must be learned")))
     if sum(chars for _, chars in strings) > MAX_FILE_STRING_CHARS:
@@ -75,12 +75,12 @@ def literal_violations(nodes: Iterable[ast.AST], file: str) -> list[Violation]:
         for line, chars in sorted(strings):
             total += chars
             if total > MAX_FILE_STRING_CHARS:
-                out.append(Violation(file, line, LITERAL, (
+                out.append(Violation(LITERAL, file, line, (
                     f"string constants exceed {MAX_FILE_STRING_CHARS} characters in this "
                     "file; keep strings to names and short messages")))
                 break
     if len(numbers) > MAX_FILE_NUMBERS:
-        out.append(Violation(file, sorted(numbers)[MAX_FILE_NUMBERS], LITERAL, (
+        out.append(Violation(LITERAL, file, sorted(numbers)[MAX_FILE_NUMBERS], (
             f"more than {MAX_FILE_NUMBERS} numeric constants in this file; weights and "
             "statistics must be learned, not written in")))
     return out
@@ -92,22 +92,22 @@ def _constant(node: ast.Constant, file: str, out: list[Violation],
     if isinstance(value, str):
         strings.append((node.lineno, len(value)))
         if len(value) > MAX_STRING_CHARS:
-            out.append(Violation(file, node.lineno, LITERAL, (
+            out.append(Violation(LITERAL, file, node.lineno, (
                 f"string constant of {len(value)} characters (limit {MAX_STRING_CHARS}); "
                 "knowledge must be learned, not embedded")))
         elif looks_encoded(value):
-            out.append(Violation(file, node.lineno, BLOB, (
+            out.append(Violation(BLOB, file, node.lineno, (
                 "string constant looks like hex/base64-encoded data; encoded blobs are "
                 "refused, write the code or learn the values")))
     elif isinstance(value, bytes):
         if len(value) > MAX_BYTES:
-            out.append(Violation(file, node.lineno, BLOB, (
+            out.append(Violation(BLOB, file, node.lineno, (
                 f"bytes constant of {len(value)} bytes (limit {MAX_BYTES}); embedded binary "
                 "data is refused")))
     elif isinstance(value, (int, float, complex)) and not isinstance(value, bool):
         numbers.append(node.lineno)
         if isinstance(value, int) and abs(value).bit_length() > MAX_INT_BITS:
-            out.append(Violation(file, node.lineno, BLOB, (
+            out.append(Violation(BLOB, file, node.lineno, (
                 f"integer constant of {abs(value).bit_length()} bits (limit {MAX_INT_BITS}); "
                 "large integers can encode data")))
 

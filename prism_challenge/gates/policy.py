@@ -39,7 +39,7 @@ def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
         if not name.endswith(".py"):
             continue
         if name not in ENTRY_POINTS:
-            out.append(Violation(name, 1, R.CONTRACT, (
+            out.append(Violation(R.CONTRACT, name, 1, (
                 "a bundle holds architecture.py and training.py only; move this code into "
                 "one of them")))
         tree = _parse(name, files[name], out)
@@ -48,9 +48,9 @@ def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
             out.extend(_FileChecker(name, tree).run())
     for name in ENTRY_POINTS:
         if name not in files:
-            out.append(Violation(name, 0, R.CONTRACT, f"the bundle has no {name}"))
+            out.append(Violation(R.CONTRACT, name, 0, f"the bundle has no {name}"))
     out.extend(contract_violations(trees))
-    return sorted(set(out))
+    return sorted(set(out), key=Violation.sort_key)
 
 
 def _parse(name: str, source: str | bytes, out: list[Violation]) -> ast.Module | None:
@@ -58,16 +58,16 @@ def _parse(name: str, source: str | bytes, out: list[Violation]) -> ast.Module |
         try:
             source = source.decode("utf-8")
         except UnicodeDecodeError as exc:
-            out.append(Violation(name, 0, R.SYNTAX, f"not valid UTF-8 ({exc.reason})"))
+            out.append(Violation(R.SYNTAX, name, 0, f"not valid UTF-8 ({exc.reason})"))
             return None
     try:
         return ast.parse(source, filename=name)
     except SyntaxError as exc:
-        out.append(Violation(name, exc.lineno or 0, R.SYNTAX, f"not valid Python: {exc.msg}"))
+        out.append(Violation(R.SYNTAX, name, exc.lineno or 0, f"not valid Python: {exc.msg}"))
     except ValueError as exc:  # e.g. NUL bytes
-        out.append(Violation(name, 0, R.SYNTAX, f"not valid Python: {exc}"))
+        out.append(Violation(R.SYNTAX, name, 0, f"not valid Python: {exc}"))
     except (RecursionError, MemoryError):
-        out.append(Violation(name, 0, R.SYNTAX, (
+        out.append(Violation(R.SYNTAX, name, 0, (
             "too deeply nested for the Python parser; split the expression")))
     return None
 
@@ -169,7 +169,7 @@ class _FileChecker:
 
     # --- helpers --------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, message: str) -> None:
-        self.out.append(Violation(self.file, getattr(node, "lineno", 0), rule, message))
+        self.out.append(Violation(rule, self.file, getattr(node, "lineno", 0), message))
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted path an expression names through imports, or None."""

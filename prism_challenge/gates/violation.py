@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Violation:
-    file: str
-    line: int
-    rule: str
-    message: str
+    rule: str  # e.g. "AST-IMPORT"
+    file: str  # "architecture.py" or "training.py"
+    line: int  # 1-based; 0 when the whole file is meant
+    message: str  # one sentence a miner can act on
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        return (self.file, self.line, self.rule, self.message)
 
     def __str__(self) -> str:
         return f"{self.rule} {self.file}:{self.line}: {self.message}"
