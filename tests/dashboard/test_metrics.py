@@ -1,0 +1,94 @@
+"""`GET /metrics` over real HTTP, parsed with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import httpx
+from dashboard_store import HOTKEYS, add_submission, populate
+from prometheus_client.parser import text_string_to_metric_families
+
+from prism_challenge.storage import Store
+
+
+def scrape(url: str) -> dict[str, dict[tuple, float]]:
+    """family name -> {(sample name, sorted labels): value}."""
+    r = httpx.get(f"{url}/metrics", timeout=10)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=")
+    out: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(r.text):
+        out[family.name] = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples
+        }
+    return out
+
+
+def by_label(family: dict[tuple, float], sample: str, label: str) -> dict[str, float]:
+    return {dict(labels)[label]: v for (name, labels), v in family.items() if name == sample}
+
+
+def test_metrics_values_from_the_store(store, serve):
+    populate(store)
+    m = scrape(serve())
+    assert m["prism_store_up"] == {("prism_store_up", ()): 1.0}
+    assert by_label(m["prism_submissions"], "prism_submissions", "status") == {
+        "received": 1, "rejected": 0, "queued": 1, "running": 0, "scored": 4, "failed": 1,
+    }
+    # Attempts: four submissions ran once, the crasher three times.
+    assert m["prism_run_attempts"] == {("prism_run_attempts_total", ()): 7.0}
+    assert m["prism_scored"] == {
+        ("prism_scored_total", (("corpus", "demo"), ("eligible", "false"))): 1.0,
+        ("prism_scored_total", (("corpus", "demo"), ("eligible", "true"))): 2.0,
+        ("prism_scored_total", (("corpus", "fineweb-edu"), ("eligible", "true"))): 1.0,
+    }
+    assert by_label(m["prism_runs"], "prism_runs_total", "exit_reason") == {"ok": 1, "crash": 1}
+    # The most recent run record is the crasher's third attempt: 1.0 + 2.0 + 0.0 seconds.
+    assert m["prism_last_run_duration_seconds"] == {
+        ("prism_last_run_duration_seconds", ()): 3.0
+    }
+    assert by_label(m["prism_last_run_phase_seconds"], "prism_last_run_phase_seconds",
+                    "phase") == {"startup": 1.0, "train": 2.0, "eval": 0.0}
+    assert m["prism_last_run_timestamp_seconds"] == {
+        ("prism_last_run_timestamp_seconds", ()): 1_700_000_900.0
+    }
+    assert by_label(m["prism_leader_bpb"], "prism_leader_bpb", "corpus") == {
+        "demo": 1.5, "fineweb-edu": 0.9,
+    }
+    assert m["process_cpu_seconds"][("process_cpu_seconds_total", ())] > 0
+
+
+def test_gauges_are_computed_at_scrape_time(store, serve):
+    url = serve()
+    before = by_label(scrape(url)["prism_submissions"], "prism_submissions", "status")
+    add_submission(store, 50, HOTKEYS[0], path=("queued",))
+    after = by_label(scrape(url)["prism_submissions"], "prism_submissions", "status")
+    assert (before["queued"], after["queued"]) == (0, 1)
+
+
+def test_each_app_has_its_own_registry(store, serve, tmp_path):
+    populate(store)
+    other = Store(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        full, empty = scrape(serve()), scrape(serve(target=other))
+    finally:
+        other.close()
+    assert by_label(full["prism_submissions"], "prism_submissions", "status")["scored"] == 4
+    assert set(by_label(empty["prism_submissions"], "prism_submissions", "status").values()) == {0}
+    assert "prism_last_run_duration_seconds" not in empty
+    assert empty["prism_scored"] == {} and empty["prism_leader_bpb"] == {}
+
+
+def test_an_unreadable_store_is_reported_not_a_failed_scrape(store, serve):
+    populate(store)
+    url = serve()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE scores")
+    m = scrape(url)
+    assert m["prism_store_up"] == {("prism_store_up", ()): 0.0}
+    assert "prism_submissions" not in m
+
+
+def test_metrics_can_be_turned_off(store, serve):
+    url = serve(dashboard={"refresh_s": 0, "metrics_enabled": False})
+    r = httpx.get(f"{url}/metrics", timeout=10)
+    assert r.status_code == 404 and r.json()["rule"] == "NOT_FOUND"
+    assert httpx.get(url, timeout=10).status_code == 200
