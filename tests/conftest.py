@@ -42,3 +42,22 @@ def live_server():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def prepared_data(tmp_path_factory):
+    """Path of a real prepared data root (the full prepare-data pipeline, local jsonl source).
+
+    ~580 KB of deterministic English-like text (850 documents), vocab_size 512, split
+    0.8 / 0.1 / 0.1, 16,384-token shards (train spans several shards; val ~17k tokens).
+    Built once per session in about a second. Shared: tests must not modify it; copy it
+    (shutil.copytree) to corrupt or change it.
+    """
+    from prism_challenge.data import prepare_data
+    from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
+
+    base = tmp_path_factory.mktemp("prepared-data")
+    source = write_jsonl(base / "source" / "docs.jsonl", english_like_documents(850, seed=0))
+    root = base / "data"
+    prepare_data(small_spec([source]), root)
+    return root
