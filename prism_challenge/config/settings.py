@@ -47,11 +47,22 @@ class DataSettings(Section):
 
 class ChallengeSettings(Section):
     seq_len: int = Field(128, ge=8, le=65536)
-    token_budget: int = Field(300_000, ge=1)
+    token_budget: int = Field(294_912, ge=1)  # 2,304 rows of 128: whole rows only
     deadline_s: float = Field(300.0, gt=0)
     param_cap: int = Field(150_000_000, ge=1)
     val_tokens: int = Field(50_000, ge=1)
     seed: int = 1337
+
+    @model_validator(mode="after")
+    def _budget_is_whole_rows(self) -> ChallengeSettings:
+        # Every run consumes exactly the same rows, so the budget must be whole rows.
+        if self.token_budget % self.seq_len:
+            low = self.token_budget // self.seq_len * self.seq_len
+            raise ValueError(
+                f"token_budget {self.token_budget} is not a multiple of seq_len {self.seq_len}"
+                f" (nearest: {low or self.seq_len} or {low + self.seq_len})"
+            )
+        return self
 
 
 class IntakeSettings(Section):
