@@ -97,11 +97,11 @@ def test_lookahead_connection_is_refused_and_run_is_still_scored(escape):
     assert any("already connected" in p for p in record.limits_hit)
 
 
-def _no_leftover_cgroups():
+def _no_leftover_cgroups(run_name: str):
     for hierarchy in ("pids", "memory"):
         d = CGROUP_ROOT / hierarchy / "prism"
         if d.is_dir():
-            assert [p.name for p in d.iterdir() if p.is_dir()] == []
+            assert [p.name for p in d.iterdir() if p.name.startswith(run_name)] == []
 
 
 @pytest.mark.parametrize(
@@ -121,13 +121,14 @@ def test_resource_attacks_are_killed_with_the_right_reason(make_runner, tmp_path
     settings = settings.model_copy(update={"challenge": settings.challenge.model_copy(
         update={"deadline_s": 3.0})})
     runner = make_runner(settings)
-    record = runner.run(bundle(attack), attack.ljust(64, "0"), tmp_path / "run")
+    digest = attack.ljust(64, "0")
+    record = runner.run(bundle(attack), digest, tmp_path / "run")
     assert record.exit_reason == exit_reason, (record.exit_reason, record.exit_detail)
     assert needle in record.exit_detail
     # The validator side carries on: the record is complete, the eval sandbox ran, and no
     # process or cgroup of the attack is left behind.
     assert record.eval is not None and record.eval.val_bpb_twin is not None
     assert record.consumed.rows < record.budget.rows
-    _no_leftover_cgroups()
+    _no_leftover_cgroups(f"prism-{digest[:12]}")
     if attack == "sleeper":
         assert record.consumed.rows == 2 * 8  # the third batch was never reported

@@ -100,14 +100,19 @@ class Cgroup:
         return cls(2, d, d)
 
     @staticmethod
-    def sweep_stale() -> int:
-        """Remove empty per-run cgroups left by a validator that was killed (SIGKILL)."""
+    def sweep_stale(min_age_s: float = 300.0) -> int:
+        """Remove empty per-run cgroups left by a validator that was killed (SIGKILL).
+
+        Only old ones: a cgroup made a moment ago may be empty because its process has not
+        joined it yet.
+        """
         removed = 0
+        cutoff = time.time() - min_age_s
         for parent in (ROOT / "memory" / "prism", ROOT / "pids" / "prism", ROOT / "prism"):
             if not parent.is_dir():
                 continue
             for d in parent.iterdir():
-                if d.is_dir():
+                if d.is_dir() and d.stat().st_mtime < cutoff:
                     try:
                         d.rmdir()
                         removed += 1
