@@ -32,6 +32,8 @@ def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
                     on_event=on_event, on_progress=on_progress)
     with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
         record = runner.run(bundle.files, bundle.digest, Path(tmp) / "run")
+    if on_progress is not None:  # the last poll may precede the last batch
+        on_progress(record.consumed.rows, record.budget.rows)
     if record.exit_reason == "infra":
         raise LocalRunFailed(f"the sandbox failed on this machine: {record.exit_detail[-600:]}")
     return record

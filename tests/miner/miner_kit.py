@@ -1,0 +1,60 @@
+"""Helpers for the miner-loop tests: a tiny config and the `prism` CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "training.py").is_file())
+SEQ_LEN = 32
+BUDGET_ROWS = 96  # the full `prism eval` budget: 6 baseline steps of 16 rows
+
+TINY_CONFIG = f"""\
+challenge:
+  seq_len: {SEQ_LEN}
+  token_budget: {SEQ_LEN * BUDGET_ROWS}
+  deadline_s: 60
+  val_tokens: 1024
+sandbox:
+  cpu_threads: 1
+  memory_bytes: 3221225472
+  pids_max: 64
+  disk_bytes: 67108864
+  output_bytes: 16384
+  startup_grace_s: 60
+  save_grace_s: 3
+  eval_time_s: 120
+"""
+
+
+def write_tiny_config(path: Path) -> Path:
+    path.write_text(TINY_CONFIG)
+    return path
+
+
+def prism(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
+          timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run `prism ARGS` for real (a fresh process), with wide output so nothing wraps."""
+    return subprocess.run(
+        [sys.executable, "-m", "prism_challenge.cli", *args], capture_output=True, text=True,
+        cwd=cwd, env={**os.environ, "COLUMNS": "400", **(env or {})}, timeout=timeout,
+    )
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    shutil.copytree(EXAMPLES / name, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def prism_in_process(*args: str, env: dict[str, str] | None = None):
+    """`prism ARGS` through typer's CliRunner, for paths that never start a sandbox."""
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "400", **(env or {})})

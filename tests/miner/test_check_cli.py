@@ -1,0 +1,85 @@
+"""`prism check` for real: the CLI process, the real bubblewrap sandbox, the prepared data."""
+
+from __future__ import annotations
+
+import re
+
+from miner_kit import copy_example, prism, prism_in_process
+
+
+def _check(bundle, tiny_config, data_root, *extra):
+    return prism("check", str(bundle), "-c", str(tiny_config), "--data-root", str(data_root),
+                 *extra)
+
+
+def _check_fast(bundle, config, data_root, *extra):
+    """In-process: only for bundles and settings that are refused before any sandbox."""
+    res = prism_in_process("check", str(bundle), "-c", str(config), "--data-root",
+                           str(data_root), *extra)
+    res.returncode = res.exit_code
+    return res
+
+
+def test_check_passes_the_muon_example(tiny_config, prepared_data, tmp_path):
+    res = _check(copy_example("muon", tmp_path / "muon"), tiny_config, prepared_data)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "smoke run of 64 rows" in out
+    assert re.search(r"parameters\s+│\s+pass\s+│\s+466,432 of the cap 150,000,000", out)
+    assert re.search(r"smoke run\s+│\s+pass\s+│\s+64/64 rows consumed in 4 batches, exit ok", out)
+    assert re.search(r"gates\s+│\s+pass", out) and "FAIL" not in out
+    assert "PASS: next, `prism eval" in out
+    assert "training in the sandbox" in res.stderr
+
+
+def test_check_fails_a_non_causal_model_in_the_sandbox(tiny_config, prepared_data, tmp_path):
+    bundle = copy_example("baseline", tmp_path / "leaky")
+    arch = bundle / "architecture.py"
+    text = arch.read_text()
+    assert "is_causal=True" in text
+    arch.write_text(text.replace("is_causal=True", "is_causal=False"))
+    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert re.search(r"policy\s+│\s+pass", res.stdout)  # statically fine: only running shows it
+    assert re.search(r"gate causality\s+│\s+FAIL\s+│\s+causality:", res.stdout)
+    assert "smoke run of 32 rows" in res.stdout
+    assert re.search(r"FAIL: \d+ check\(s\) failed", res.stdout)
+
+
+def test_check_refuses_a_policy_violation_without_running_it(tiny_config, prepared_data,
+                                                             tmp_path):
+    bundle = copy_example("baseline", tmp_path / "bad")
+    (bundle / "training.py").write_text(
+        "import subprocess\n\n\ndef train(ctx):\n    subprocess.run(['true'])\n")
+    res = _check_fast(bundle, tiny_config, prepared_data)
+    assert res.returncode == 1
+    assert re.search(r"policy\s+│\s+FAIL\s+│\s+\S+ training.py:1", res.stdout)
+    assert re.search(r"smoke run\s+│\s+skip\s+│\s+not run", res.stdout)
+    assert "training in the sandbox" not in res.stderr + res.stdout
+
+
+def test_check_reports_bundle_rule_failures(tiny_config, prepared_data, tmp_path):
+    bundle = copy_example("baseline", tmp_path / "extra")
+    (bundle / "notes.txt").write_text("hello")
+    res = _check_fast(bundle, tiny_config, prepared_data)
+    assert res.returncode == 1
+    assert "FAIL bundle [BUNDLE_" in res.stdout and "notes.txt" in res.stdout
+
+
+def test_check_usage_and_data_errors_exit_2(tiny_config, prepared_data, tmp_path):
+    example = copy_example("baseline", tmp_path / "b")
+    res = _check_fast(tmp_path / "missing", tiny_config, prepared_data)
+    assert res.returncode == 2 and "no such bundle folder" in res.stderr
+    nowhere = tmp_path / "no-data"
+    res = _check_fast(example, tiny_config, nowhere)
+    assert res.returncode == 2
+    assert f"prism prepare-data --source demo --out {nowhere}" in res.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("challenge:\n  seq_lenn: 32\n")
+    res = _check_fast(example, bad, prepared_data)
+    assert res.returncode == 2 and "seq_lenn" in res.stderr
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("challenge:\n  seq_len: 32\n  token_budget: 3200000\n")
+    res = _check_fast(example, huge, prepared_data, "--smoke-rows", "1000000")
+    assert res.returncode == 2 and "does not fit the data" in res.stderr
+    assert not (tmp_path / "prism-eval").exists()
