@@ -2,10 +2,13 @@
 
 from prism_challenge.metrics.collector import StoreCollector, families
 from prism_challenge.metrics.routes import build, metrics_registry
-from prism_challenge.metrics.snapshot import LastRun, StoreSnapshot, read_snapshot
+from prism_challenge.metrics.runs import LastRun, RunSummary, RunTally
+from prism_challenge.metrics.snapshot import StoreSnapshot, read_snapshot
 
 __all__ = [
     "LastRun",
+    "RunSummary",
+    "RunTally",
     "StoreCollector",
     "StoreSnapshot",
     "build",

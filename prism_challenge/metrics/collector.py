@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
 from prism_challenge.config.settings import ScoringSettings
+from prism_challenge.metrics.runs import RunTally
 from prism_challenge.metrics.snapshot import StoreSnapshot, read_snapshot
 from prism_challenge.storage import Store
 from prism_challenge.storage.lifecycle import Status
@@ -25,12 +26,13 @@ class StoreCollector(Collector):
     def __init__(self, store: Store, scoring: ScoringSettings) -> None:
         self.store = store
         self.scoring = scoring
+        self.runs = RunTally()
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("prism_store_up", "1 when the store answered this scrape")
         try:
             with self.store.session() as session:
-                snap = read_snapshot(session, self.scoring)
+                snap = read_snapshot(session, self.scoring, self.runs)
         except SQLAlchemyError as exc:  # a scrape reports the outage instead of failing
             log.warning("metrics: the store cannot be read: %s", exc)
             up.add_metric([], 0)
@@ -63,11 +65,11 @@ def families(snap: StoreSnapshot) -> Iterator[Metric]:
     runs = CounterMetricFamily(
         "prism_runs", "Run records stored, by exit reason", labels=["exit_reason"]
     )
-    for reason, n in sorted(snap.runs.items()):
+    for reason, n in sorted(snap.runs.by_exit.items()):
         runs.add_metric([reason], n)
     yield runs
-    if snap.last_run is not None:
-        last = snap.last_run
+    if snap.runs.last is not None:
+        last = snap.runs.last
         yield GaugeMetricFamily(
             "prism_last_run_duration_seconds",
             "Startup + train + eval seconds of the most recent run record",

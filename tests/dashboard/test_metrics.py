@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import httpx
-from dashboard_store import HOTKEYS, add_submission, populate
+from dashboard_store import HOTKEYS, add_run, add_submission, make_record, populate
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import delete, event
 
 from prism_challenge.storage import Store
+from prism_challenge.storage.tables import RunRecord as RunRow
 
 
 def scrape(url: str) -> dict[str, dict[tuple, float]]:
@@ -92,3 +94,43 @@ def test_metrics_can_be_turned_off(store, serve):
     r = httpx.get(f"{url}/metrics", timeout=10)
     assert r.status_code == 404 and r.json()["rule"] == "NOT_FOUND"
     assert httpx.get(url, timeout=10).status_code == 200
+
+
+def test_run_records_are_tallied_incrementally(store, serve):
+    ids = populate(store)
+    url = serve()
+    statements: list[str] = []
+
+    def on_execute(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement.lower())
+
+    scrape(url)
+    event.listen(store.engine, "before_cursor_execute", on_execute)
+    try:
+        scrape(url)
+        assert statements and not any("json_extract" in s for s in statements)
+        statements.clear()
+        add_run(store, ids["second"], 1,
+                make_record("2" * 64, exit_reason="deadline", startup_s=2.0, train_s=300.0,
+                            eval_s=4.0),
+                created_at=1_700_000_950.0)
+        add_run(store, ids["cheat"], 1, make_record("3" * 64), created_at=1_700_000_100.0)
+        m = scrape(url)
+        # Only the two new records were read (one query for both).
+        assert sum("json_extract" in s for s in statements) == 1
+    finally:
+        event.remove(store.engine, "before_cursor_execute", on_execute)
+    assert by_label(m["prism_runs"], "prism_runs_total", "exit_reason") == {
+        "ok": 2, "crash": 1, "deadline": 1,
+    }
+    # The latest by time is the deadline run, although the cheat's record was stored after it.
+    assert m["prism_last_run_duration_seconds"] == {
+        ("prism_last_run_duration_seconds", ()): 306.0
+    }
+    with store.session() as s:
+        s.execute(delete(RunRow).where(RunRow.created_at == 1_700_000_950.0))
+    m = scrape(url)
+    assert by_label(m["prism_runs"], "prism_runs_total", "exit_reason") == {"ok": 2, "crash": 1}
+    assert m["prism_last_run_duration_seconds"] == {
+        ("prism_last_run_duration_seconds", ()): 3.0
+    }
