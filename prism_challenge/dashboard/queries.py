@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.record import RunRecord as RecordModel
+from prism_challenge.dashboard.records import RunDigest
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage.lifecycle import FINAL, Status
-from prism_challenge.storage.tables import RegistryHypothesis, RunRecord, Score, Submission
+from prism_challenge.storage.tables import RegistryHypothesis, Score, Submission
 from prism_challenge.weights.plan import WeightPlan, build_plan
 
 OPEN = tuple(s.value for s in Status if s not in FINAL)
@@ -79,18 +78,16 @@ class ScoreView:
 
 
 @dataclass(frozen=True)
-class RunView:
-    attempt: int
-    created_at: float
-    record: RecordModel | None
-    error: str | None  # why the stored record could not be read (e.g. an unknown version)
+class SubmissionHead:
+    row: SubmissionRow
+    score: ScoreView | None
 
 
 @dataclass(frozen=True)
 class SubmissionView:
     row: SubmissionRow
     score: ScoreView | None
-    runs: list[RunView]  # every attempt, first first
+    runs: list[RunDigest]  # every attempt, first first
 
 
 def status_counts(session: Session) -> dict[str, int]:
@@ -159,24 +156,13 @@ def load_overview(
     )
 
 
-def load_submission(session: Session, submission_id: int) -> SubmissionView | None:
-    """One submission with its score and every run record, or None when there is none."""
+def load_submission(session: Session, submission_id: int) -> SubmissionHead | None:
+    """One submission with its score (its runs: `RecordCache.read`), or None."""
     found = session.execute(select(*_ROW_COLUMNS).where(Submission.id == submission_id)).first()
     if found is None:
         return None
     score = session.get(Score, submission_id)
-    runs = []
-    for r in session.execute(
-        select(RunRecord).where(RunRecord.submission_id == submission_id).order_by(
-            RunRecord.attempt
-        )
-    ).scalars():
-        try:
-            record = RecordModel.model_validate(r.record)
-            runs.append(RunView(r.attempt, r.created_at, record, None))
-        except ValidationError as exc:
-            runs.append(RunView(r.attempt, r.created_at, None, _first_error(exc)))
-    return SubmissionView(
+    return SubmissionHead(
         row=SubmissionRow(*found),
         score=None
         if score is None
@@ -189,11 +175,4 @@ def load_submission(session: Session, submission_id: int) -> SubmissionView | No
             detail=dict(score.detail),
             created_at=score.created_at,
         ),
-        runs=runs,
     )
-
-
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"unreadable run record ({where}: {first.get('msg')})"

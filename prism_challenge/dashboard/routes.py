@@ -13,7 +13,8 @@ from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.dashboard.html import esc, page, section
 from prism_challenge.dashboard.overview_page import render_overview
-from prism_challenge.dashboard.queries import load_overview, load_submission
+from prism_challenge.dashboard.queries import SubmissionView, load_overview, load_submission
+from prism_challenge.dashboard.records import RecordCache
 from prism_challenge.dashboard.submission_page import render_submission
 from prism_challenge.weights.research import registry_credit
 
@@ -23,6 +24,7 @@ def build(deps: ApiDeps) -> APIRouter:
     cfg = deps.settings.dashboard
     if not cfg.enabled:
         return router
+    records = RecordCache(cfg.curve_points)
 
     def meta() -> str:
         s = deps.settings
@@ -49,11 +51,13 @@ def build(deps: ApiDeps) -> APIRouter:
     @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
     def submission(submission_id: int) -> HTMLResponse:
         with deps.store.session() as session:
-            view = load_submission(session, submission_id)
-        if view is None:
+            head = load_submission(session, submission_id)
+            stored = [] if head is None else records.read(session, submission_id)
+        if head is None:
             body = section("Not found", f"<p>There is no submission {submission_id}.</p>")
             return HTMLResponse(page("Not found", body, meta=meta()), status_code=404)
-        body = render_submission(view, curve_points=cfg.curve_points)
+        view = SubmissionView(head.row, head.score, records.digests(stored))
+        body = render_submission(view)
         title = f"Submission {submission_id}"
         return HTMLResponse(page(title, body, meta=meta(), refresh_s=cfg.refresh_s))
 

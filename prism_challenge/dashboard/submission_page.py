@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prism_challenge.dashboard.curve import Curve, learning_curve
+from prism_challenge.dashboard.curve import Curve
 from prism_challenge.dashboard.html import (
     badge,
     esc,
@@ -14,7 +14,8 @@ from prism_challenge.dashboard.html import (
     when,
 )
 from prism_challenge.dashboard.overview_page import corpus_badge
-from prism_challenge.dashboard.queries import RunView, ScoreView, SubmissionView
+from prism_challenge.dashboard.queries import ScoreView, SubmissionView
+from prism_challenge.dashboard.records import RunDigest
 from prism_challenge.dashboard.svg import HLine, Series, line_chart
 
 # Score detail fields worth a row, in reading order (the rest stay in /v1 JSON).
@@ -58,7 +59,7 @@ def score_html(score: ScoreView | None) -> str:
     return _pairs(rows)
 
 
-def runs_html(runs: list[RunView]) -> str:
+def runs_html(runs: list[RunDigest]) -> str:
     rows = []
     for run in runs:
         rec = run.record
@@ -70,7 +71,7 @@ def runs_html(runs: list[RunView]) -> str:
             str(run.attempt),
             esc(rec.exit_reason),
             f'<span class="reason">{esc(rec.exit_detail or "")}</span>',
-            str(len(rec.batches)),
+            str(run.batches),
             f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,}",
             f"{rec.startup_s:.1f} / {rec.train_s:.1f} / {rec.eval_s:.1f}",
             when(run.created_at),
@@ -105,11 +106,11 @@ def curve_chart(curve: Curve) -> str:
     )
 
 
-def curve_html(runs: list[RunView], max_points: int) -> str:
-    latest = next((r for r in reversed(runs) if r.record is not None and r.record.batches), None)
+def curve_html(runs: list[RunDigest]) -> str:
+    latest = next((r for r in reversed(runs) if r.curve is not None and r.batches), None)
     if latest is None:
         return '<p class="muted">no scored batches yet</p>'
-    curve = learning_curve(latest.record, max_points)
+    curve = latest.curve
     note = (f"attempt {latest.attempt}: {curve.batches} batches drawn as "
             f"{len(curve.points)} points")
     if curve.skipped:
@@ -117,10 +118,10 @@ def curve_html(runs: list[RunView], max_points: int) -> str:
     return f'<p class="muted">{esc(note)}</p>{curve_chart(curve)}'
 
 
-def render_submission(view: SubmissionView, *, curve_points: int) -> str:
+def render_submission(view: SubmissionView) -> str:
     return "".join([
         section(f"Submission #{view.row.id}", summary_html(view)),
-        section("Learning curve", curve_html(view.runs, curve_points), anchor="curve"),
+        section("Learning curve", curve_html(view.runs), anchor="curve"),
         section("Score", score_html(view.score), anchor="score"),
         section("Runs", runs_html(view.runs), anchor="runs"),
     ])

@@ -228,3 +228,40 @@ def test_refresh_and_disabled(store, serve):
     assert off.status_code == 404 and off.json()["rule"] == "NOT_FOUND"
     assert get(f"{url}/dashboard/submissions/1").status_code == 404
     assert httpx.get(f"{url}/metrics").status_code == 200
+
+
+def test_run_records_are_parsed_once_per_app(store, serve):
+    ids = populate(store)
+    url = serve()
+    statements: list[str] = []
+
+    def on_execute(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement.lower())
+
+    page = f"{url}/dashboard/submissions/{ids['leader']}"
+    event.listen(store.engine, "before_cursor_execute", on_execute)
+    try:
+        first = get(page).text
+        assert sum("cast(run_records.record as text)" in s for s in statements) == 1
+        statements.clear()
+        assert get(page).text == first
+        assert not any("run_records.record" in s for s in statements)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", on_execute)
+
+
+def test_record_cache_keeps_only_the_most_recent_digests(store):
+    from prism_challenge.dashboard.records import RecordCache
+
+    ids = populate(store)
+    cache = RecordCache(curve_points=10, size=1)
+    for key in ("leader", "failed", "leader"):
+        with store.session() as s:
+            stored = cache.read(s, ids[key])
+        assert stored[0].text is not None and stored[0].cached is None  # evicted each time
+        digest = cache.digests(stored)[0]
+    assert (digest.attempt, digest.batches, len(digest.curve.points)) == (1, 6, 6)
+    assert digest.record.batches == [] and digest.record.exit_reason == "ok"
+    with store.session() as s:
+        again = cache.read(s, ids["leader"])
+    assert again[0].text is None and again[0].cached == digest
