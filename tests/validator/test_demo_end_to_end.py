@@ -26,5 +26,8 @@ def test_demo_scores_two_miners_and_prints_the_plan(tiny_config, tmp_path):
     assert statuses == [("scored", 1, "unreviewed"), ("scored", 1, "unreviewed")]
     assert db.execute("select count(*) from scores").fetchone() == (2,)
     assert db.execute("select count(*) from run_records").fetchone() == (2,)
+    # every scored submission reached the research registry's ledger
+    assert db.execute("select count(*) from registry_events where key like 'obs:%'"
+                      ).fetchone() == (2,)
     log = (work / "validator.log").read_text()
     assert "received SIGTERM: stopping" in log

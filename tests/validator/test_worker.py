@@ -1,0 +1,106 @@
+"""The evaluation worker against the real store and the real sandbox runner."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from validator_kit import TINY
+
+from prism_challenge.bundle import Bundle
+from prism_challenge.config import Settings
+from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.sandbox.runner import Runner
+from prism_challenge.storage import Status, transition
+from prism_challenge.storage.tables import RunRecord, Score, Submission
+from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.worker import EvaluationWorker
+
+
+def _settings(tmp_path, **validator) -> Settings:
+    return Settings(
+        challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30,
+                   "val_tokens": 1024},
+        sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
+        validator={"work_dir": str(tmp_path / "runs"), **validator},
+    )
+
+
+def _queued(store, tag: str = "") -> int:
+    files = {n: (TINY / n).read_bytes() for n in ("architecture.py", "training.py")}
+    files["training.py"] += f"# {tag}\n".encode()
+    bundle = Bundle(files)
+    with store.session() as s:
+        row = Submission(digest=bundle.digest, hotkey="hk" + tag, status="received",
+                         accepted_at=time.time(), updated_at=time.time(),
+                         bundle=bundle.to_wire())
+        s.add(row)
+        s.flush()
+        transition(s, row.id, Status.QUEUED)
+        return row.id
+
+
+def _row(store, sid):
+    with store.session() as s:
+        row = s.get(Submission, sid)
+        return row.status, row.attempts, row.reason
+
+
+def test_infra_failures_requeue_until_attempts_are_spent(store, tmp_path, prepared_data):
+    settings = _settings(tmp_path, max_attempts=2)
+    broken = Runner.from_data(settings, BubblewrapBackend(bwrap="/nonexistent/bwrap"),
+                              prepared_data)
+    worker = EvaluationWorker(settings, store, broken, registry=None)
+    sid = _queued(store)
+    assert worker.run_once() == sid
+    status, attempts, reason = _row(store, sid)
+    assert (status, attempts) == ("queued", 1)
+    assert reason.startswith("infra: FileNotFoundError")
+    assert worker.run_once() == sid
+    assert _row(store, sid)[:2] == ("queued", 2)
+    assert worker.run_once() is None  # attempts spent: failed instead of claimed
+    status, attempts, reason = _row(store, sid)
+    assert (status, attempts) == ("failed", 2)
+    assert "after 2 attempts" in reason
+    with store.session() as s:
+        assert s.query(Score).count() == 0 and s.query(RunRecord).count() == 0
+
+
+def test_a_claim_is_taken_by_one_worker_only(store, tmp_path, prepared_data):
+    settings = _settings(tmp_path)
+    runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+    a, b = (EvaluationWorker(settings, store, runner, registry=None) for _ in range(2))
+    sid = _queued(store)
+    assert a.claim() == sid
+    assert b.claim() is None
+    assert _row(store, sid)[:2] == ("running", 1)
+
+
+def test_shutdown_cancels_the_run_and_requeues(store, tmp_path, prepared_data):
+    settings = _settings(tmp_path)
+    runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+    cancel = threading.Event()
+    worker = EvaluationWorker(settings, store, runner, registry=None, cancel=cancel)
+    sid = _queued(store)
+    threading.Timer(1.5, cancel.set).start()
+    started = time.monotonic()
+    assert worker.run_once() == sid
+    assert time.monotonic() - started < 20
+    status, attempts, reason = _row(store, sid)
+    assert (status, attempts) == ("queued", 1)
+    assert "shutdown" in reason
+    assert not list((tmp_path / "runs").glob("*"))  # the run directory was cleaned up
+
+
+@pytest.mark.parametrize("attempts, expected", [(1, "queued"), (3, "failed")])
+def test_recovery_requeues_or_fails_interrupted_runs(store, attempts, expected):
+    sid = _queued(store)
+    with store.session() as s:
+        for _ in range(attempts):
+            transition(s, sid, Status.RUNNING)
+            if _ < attempts - 1:
+                transition(s, sid, Status.QUEUED)
+    resumed = resume_interrupted(store, max_attempts=3)
+    assert resumed == ([sid] if expected == "queued" else [])
+    assert _row(store, sid)[0] == expected
