@@ -32,12 +32,17 @@ def test_check_passes_the_muon_example(tiny_config, prepared_data, tmp_path):
     assert "training in the sandbox" in res.stderr
 
 
-def test_check_fails_a_non_causal_model_in_the_sandbox(tiny_config, prepared_data, tmp_path):
+def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_data, tmp_path):
+    """THREAT_MODEL B3 + B5: attention that sees the future only in the scored forward's mode
+    (train mode, grad on), causal in eval mode; the probe runs in both modes and catches it."""
     bundle = copy_example("baseline", tmp_path / "leaky")
     arch = bundle / "architecture.py"
     text = arch.read_text()
-    assert "is_causal=True" in text
-    arch.write_text(text.replace("is_causal=True", "is_causal=False"))
+    old = "        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+    assert old in text
+    arch.write_text(text.replace(old, (
+        "        leak = self.training and torch.is_grad_enabled()\n"
+        "        y = F.scaled_dot_product_attention(q, k, v, is_causal=not leak)\n")))
     res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
     assert res.returncode == 1, res.stdout + res.stderr
     assert re.search(r"policy\s+│\s+pass", res.stdout)  # statically fine: only running shows it
