@@ -30,7 +30,10 @@ tr.leader td{background:#fff8e1}
 .s-received{background:#e8f0fe}.s-queued{background:#e6f4ea}.s-running{background:#fef7e0}
 .s-scored{background:#d7f5dd}.s-failed,.s-rejected{background:#fce8e6}
 .warn{background:#fff3cd;border-color:#e0c36a}.dev{background:#fde2c8;border-color:#e3a36b}
-.ok{background:#d7f5dd}.muted{color:#6b7385}.mono{font-family:ui-monospace,monospace}
+.ok{background:#d7f5dd}.muted{color:#6b7385}
+.mono{font-family:ui-monospace,monospace;white-space:nowrap}.t{white-space:nowrap}
+nav a{margin-right:14px}
+.prism-posteriors td:nth-child(n+3){white-space:nowrap}
 .reason{max-width:420px;overflow-wrap:anywhere}
 .pairs th{width:180px}
 .counts{display:flex;gap:10px;flex-wrap:wrap;margin-bottom:8px}
@@ -48,7 +51,8 @@ def when(ts: float | None) -> str:
     """A Unix time as UTC, to the second."""
     if ts is None:
         return "—"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f'<span class="t">{text}</span>'
 
 
 def num(value: float | None, digits: int = 4) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 16, 28, 44
+MARKERS_UP_TO = 30  # series this short also get a dot per point (one point draws no line)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ def line_chart(
             f'<polyline class="series" data-label="{escape(s.label)}" fill="none" '
             f'stroke="{escape(s.color)}" stroke-width="{s.width}"{dash} points="{coords}"/>'
         )
+        if len(pts) <= MARKERS_UP_TO:
+            out.extend(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{s.width + 1.5}" '
+                f'fill="{escape(s.color)}"/>'
+                for x, y in pts
+            )
         out.append(
             f'<rect x="{legend_x}" y="8" width="14" height="4" fill="{escape(s.color)}"/>'
             f'<text x="{legend_x + 18}" y="14" class="legend">{escape(s.label)}</text>'

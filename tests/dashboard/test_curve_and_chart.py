@@ -98,3 +98,11 @@ def test_chart_escapes_every_label():
 def test_empty_chart_says_so():
     svg = line_chart([Series("a", [], "#000")], x_label="x", y_label="y")
     assert "no data to plot" in svg and "polyline" not in svg
+
+
+def test_short_series_get_a_dot_per_point():
+    one = line_chart([Series("a", [(100, 5.0)], "#000")], x_label="x", y_label="y")
+    assert one.count("<circle") == 1
+    long = line_chart([Series("a", [(i, 1.0 / (i + 1)) for i in range(31)], "#000")],
+                      x_label="x", y_label="y")
+    assert long.count("<circle") == 0 and len(_points(long, "a")) == 31

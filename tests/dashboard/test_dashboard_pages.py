@@ -10,7 +10,6 @@ from dashboard_store import EVIL_NAME, EVIL_REASON, HOTKEYS, add_run, make_recor
 from sqlalchemy import event
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.dashboard.html import when
 from prism_challenge.registry import Registry
 
 
@@ -29,9 +28,9 @@ def test_overview_of_the_demo_corpus(store, serve):
     html = get(f"{serve()}/?corpus=demo").text
     assert table(html, "leaderboard") == [
         ["rank", "submission", "hotkey", "bpb", "held-out Δ", "accepted", "review"],
-        ["1 ★", EVIL_NAME, short(HOTKEYS[0]), "1.5000", "0.7500", when(1_700_000_001.0),
+        ["1 ★", EVIL_NAME, short(HOTKEYS[0]), "1.5000", "0.7500", "2023-11-14 22:13:21 UTC",
          "unreviewed"],
-        ["2", "second-best", short(HOTKEYS[1]), "2.0000", "0.7500", when(1_700_000_002.0),
+        ["2", "second-best", short(HOTKEYS[1]), "2.0000", "0.7500", "2023-11-14 22:13:22 UTC",
          "reviewed"],
     ]
     assert table(html, "leaderboard", 1) == [
@@ -125,7 +124,7 @@ def test_submission_page_draws_the_learning_curve(store, serve):
     assert "uniform 2.000" in html and "val trained 1.250" in html and "val twin 2.250" in html
     assert "attempt 1: 6 batches drawn as 6 points" in html
     assert table(html, "runs")[1] == ["1", "ok", "", "6", "600 / 600", "1.5 / 20.0 / 3.5",
-                                      when(1_700_000_500.0)]
+                                      "2023-11-14 22:21:40 UTC"]
     score = dict((r[0], r[1]) for r in table(html, "score"))
     assert (score["bpb"], score["held-out Δ"], score["eligible"]) == ("1.500000", "0.750000",
                                                                       "eligible")
