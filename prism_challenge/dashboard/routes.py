@@ -6,6 +6,8 @@ Read-only HTML, one store session per page, no scripts (the page reloads itself 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
@@ -38,12 +40,17 @@ def build(deps: ApiDeps) -> APIRouter:
     def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
         # The research share's credit comes from the registry's own reads; it is {} (and
         # reads nothing) when weights.research_share is 0, the default.
-        credit = registry_credit(deps.store, deps.settings)
+        try:
+            credit, credit_error = registry_credit(deps.store, deps.settings), None
+        except ValueError as exc:  # e.g. a ledger the registry refuses to replay
+            credit, credit_error = {}, f"research credit unavailable: {exc}"
         with deps.store.session() as session:
             view = load_overview(
                 session, deps.settings, deps.metagraph, corpus=corpus,
                 research_credit=credit, queue_rows=cfg.queue_rows,
             )
+        if credit_error is not None:  # a plan without the research share would be wrong
+            view = replace(view, plan=None, plan_error=credit_error)
         return HTMLResponse(
             page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
         )

@@ -264,3 +264,15 @@ def test_record_cache_keeps_only_the_most_recent_digests(store):
     with store.session() as s:
         again = cache.read(s, ids["leader"])
     assert again[0].text is None and again[0].cached == digest
+
+
+def test_a_research_credit_failure_is_shown_in_the_weights_panel(store, serve):
+    from prism_challenge.storage.tables import RegistryEvent
+
+    populate(store)
+    with store.session() as s:  # a ledger the registry refuses to replay
+        s.add(RegistryEvent(key="x", kind="bogus", payload={}, created_at=1.0))
+    r = get(serve(weights={"research_share": 0.5, "winner_share": 0.5}))
+    assert r.status_code == 200
+    assert "research credit unavailable: unknown ledger event &#x27;bogus&#x27;" in r.text
+    assert table(r.text, "leaderboard")[1][1] == "web-run"
