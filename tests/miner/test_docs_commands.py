@@ -21,11 +21,13 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.sandbox.record import RunRecord
 
 GUIDE = ROOT / "docs" / "miners.md"
+OPERATOR_GUIDE = ROOT / "docs" / "validators.md"
 RUN = {"check", "eval"}
 
 
-def guide_commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", GUIDE.read_text(), flags=re.S)
+def guide_commands(guide=GUIDE) -> list[list[str]]:
+    text = guide.read_text().replace("\\\n", " ")  # join continued lines
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [ln.strip() for block in blocks for ln in block.splitlines()]
     return [shlex.split(ln, comments=True) for ln in lines if ln.startswith("prism ")]
 
@@ -34,10 +36,12 @@ def test_guide_covers_the_whole_local_loop():
     subs = [c[1] for c in guide_commands()]
     for sub in ("prepare-data", "check", "eval", "submit", "program"):
         assert sub in subs, f"docs/miners.md has no `prism {sub}` command"
+    operator = [c[1] for c in guide_commands(OPERATOR_GUIDE)]
+    assert "prepare-data" in operator and "validator" in operator
 
 
-@pytest.mark.parametrize("argv", [c for c in guide_commands() if c[1] not in RUN],
-                         ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize("argv", [c for c in guide_commands() if c[1] not in RUN]
+                         + guide_commands(OPERATOR_GUIDE), ids=lambda c: " ".join(c[:2]))
 def test_guide_command_options_exist(argv):
     res = prism_in_process(argv[1], "--help")
     assert res.exit_code == 0, res.output
