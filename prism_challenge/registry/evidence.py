@@ -8,11 +8,15 @@ parameter-count bucket) until partners exist in the other cells of the same stra
     pair:    gain = bpb(C) - bpb(T)                       (> 0 supports "T beats C")
     grid:    gain = -(bpb11 - bpb10 - bpb01 + bpb00)      (> 0 supports "synergy")
 
-is one win (gain > tie), loss (gain < -tie) or tie. Every submission is used at most once
-per hypothesis, so the contrasts are independent and the Beta-Binomial counts honest: under
-no effect a win has probability exactly 1/2. A rolling median reference would share one
-noisy reference across many contrasts and let one lucky draw count ten times; comparing a
-run with its own hotkey's baseline (the predecessor's flaw) measured the miner, not the claim.
+is one win (gain > tie), loss (gain < -tie) or tie. A queue entry is [hotkey, bpb, run].
+Every run is evidence for at most ONE claim (see `ledger._observation`), so the contrasts
+are independent and the Beta-Binomial counts honest: under no effect a win has probability
+exactly 1/2. (If a run could serve several claims, its luck in one claim would steer the
+brief, hence which strata miners complete in another, and it would then be picked as a
+partner there *because* it was lucky: the simulator showed that overdispersion.)
+A rolling median reference would share one noisy reference across many contrasts and let
+one lucky draw count ten times; comparing a run with its own hotkey's baseline (the
+predecessor's flaw) measured the miner, not the claim.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Contrast:
     stratum: str
     gain: float | None  # None: no complete set of partners yet (the submission waits)
     partners: dict[str, int]  # cell -> index of the partner taken from that cell's queue
+    runs: tuple[int, ...] = ()  # the partners' run numbers (observation index)
 
 
 def stratum_of(spec, arms: dict[str, str], match_axes: list[str]) -> str:
@@ -53,15 +58,17 @@ def match(
     used = {hotkey}
     pred = 0.0
     partners: dict[str, int] = {}
+    runs = []
     for other, sign in predictors(spec)[cell]:
         queue = queues.get(queue_key(hid, other, stratum), [])
-        pick = next((i for i, (key, _) in enumerate(queue) if key not in used), None)
+        pick = next((i for i, entry in enumerate(queue) if entry[0] not in used), None)
         if pick is None:
             return Contrast(cell, stratum, None, {})
         used.add(queue[pick][0])
         partners[other] = pick
+        runs.append(queue[pick][2])
         pred += sign * queue[pick][1]
-    return Contrast(cell, stratum, CLAIM_SIGN[cell] * (pred - bpb), partners)
+    return Contrast(cell, stratum, CLAIM_SIGN[cell] * (pred - bpb), partners, tuple(runs))
 
 
 def outcome(gain: float, tie: float) -> str:

@@ -15,10 +15,12 @@ import math
 from prism_challenge.registry.allocation import allocate
 from prism_challenge.registry.axes import AxisReading, AxisSpec
 from prism_challenge.registry.beta import status_of
-from prism_challenge.registry.evidence import match, outcome, queue_key, stratum_of
+from prism_challenge.registry.evidence import Contrast, match, outcome, queue_key, stratum_of
 from prism_challenge.registry.hypotheses import (
     SPEC_ADAPTER,
+    Interaction,
     SingleFactor,
+    axes_of,
     canonical_key,
     cell_of,
     check_against,
@@ -79,17 +81,17 @@ def _hypothesis(state: RegistryState, p: dict, cfg) -> None:
         cell = cell_of(spec, reading)
         if cell is not None:
             _push(state, queue_key(hid, cell, stratum_of(spec, r["arms"], cfg.match_axes)),
-                  r["hotkey"], r["bpb"], cfg)
+                  r["hotkey"], r["bpb"], r["run"], cfg)
 
 
-def _push(state: RegistryState, key: str, hotkey: str, bpb: float, cfg) -> None:
+def _push(state: RegistryState, key: str, hotkey: str, bpb: float, run: int, cfg) -> None:
     if key not in state.queues:
         hid = key.split("|", 1)[0] + "|"
         mine = [k for k in state.queues if k.startswith(hid)]
         for old in mine[: max(len(mine) - STRATA_MAX + 1, 0)]:  # oldest waiting cells go
             del state.queues[old]
     queue = state.queues.setdefault(key, [])
-    queue.append([hotkey, bpb])
+    queue.append([hotkey, bpb, run])
     del queue[: max(len(queue) - cfg.queue_max, 0)]
 
 
@@ -102,11 +104,9 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
     if p["eligible"]:
         state.n_eligible += 1
         _track_stall(state, bpb, cfg)
-        for h in list(state.live()):
-            _evidence(state, h, reading, p["hotkey"], bpb, cfg)
-        state.recent.append(
-            {"hotkey": p["hotkey"], "bpb": bpb, "arms": reading.arms, "raw": reading.raw}
-        )
+        _evidence(state, reading, p["hotkey"], bpb, cfg)
+        state.recent.append({"hotkey": p["hotkey"], "bpb": bpb, "arms": reading.arms,
+                             "raw": reading.raw, "run": state.n_obs})
         del state.recent[: max(len(state.recent) - RECENT, 0)]
     floor = state.n_obs - cfg.credit_window
     state.credits = [c for c in state.credits if c[0] > floor]
@@ -124,17 +124,51 @@ def _track_stall(state: RegistryState, bpb: float, cfg) -> None:
         state.stall_cycle += 1
 
 
-def _evidence(state, h: HypState, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None:
-    cell = cell_of(h.spec, reading)
-    if cell is None:
-        return
-    stratum = stratum_of(h.spec, reading.arms, cfg.match_axes)
-    c = match(h.id, h.spec, cell, stratum, hotkey, bpb, state.queues)
-    if c.gain is None:
-        _push(state, queue_key(h.id, cell, stratum), hotkey, bpb, cfg)
-        return
-    for other, index in c.partners.items():
-        del state.queues[queue_key(h.id, other, stratum)][index]
+def _evidence(state, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None:
+    """Single use: a run is evidence for at most one pair claim (single factor, threshold)
+    and at most one grid claim. Of the claims of a pool it can complete, the one whose
+    partners waited longest wins (then the lowest id). Partners leave the queues of their
+    pool; a run used by a pair claim X stays available only to grids over X's axes, whose
+    strata exclude the axes X's outcome can steer. Grids steer no recipe, so using a run in
+    a grid leaves it available to pair claims. Otherwise the run waits wherever it falls."""
+    waits: list[tuple[HypState, str]] = []
+    best: dict[bool, tuple[HypState, Contrast]] = {}
+    for h in state.live():
+        cell = cell_of(h.spec, reading)
+        if cell is None:
+            continue
+        stratum = stratum_of(h.spec, reading.arms, cfg.match_axes)
+        c = match(h.id, h.spec, cell, stratum, hotkey, bpb, state.queues)
+        grid = isinstance(h.spec, Interaction)
+        if c.gain is None:
+            waits.append((h, queue_key(h.id, cell, stratum)))
+        elif grid not in best or min(c.runs) < min(best[grid][1].runs):
+            best[grid] = (h, c)
+    pair = best.get(False)
+    for h, key in waits:
+        grid = isinstance(h.spec, Interaction)
+        if grid and (True in best or (pair and not _nested(h, pair[0]))):
+            continue
+        if not grid and pair is not None:
+            continue
+        _push(state, key, hotkey, bpb, state.n_obs, cfg)
+    for grid, (h, c) in sorted(best.items()):
+        gone = set(c.runs)
+        for key, queue in state.queues.items():
+            other = state.hypotheses[key.split("|", 1)[0]]
+            in_pool = isinstance(other.spec, Interaction) == grid
+            if not grid and not in_pool and _nested(other, h):
+                continue
+            if (in_pool or not grid) and any(entry[2] in gone for entry in queue):
+                queue[:] = [entry for entry in queue if entry[2] not in gone]
+        _record(state, h, c, hotkey, cfg)
+
+
+def _nested(grid: HypState, pair: HypState) -> bool:
+    return set(axes_of(pair.spec)) <= set(axes_of(grid.spec))
+
+
+def _record(state, h: HypState, c: Contrast, hotkey: str, cfg) -> None:
     if h.status == "active":  # it completed a contrast the directives asked for
         state.credits.append([state.n_obs, hotkey, FILL_POINTS])
     h.gain_n += 1

@@ -84,7 +84,7 @@ class RegistryState(_M):
     axes: list[AxisSpec] = list(DEFAULT_AXES)
     axis_status: dict[str, str] = {a.name: "active" for a in DEFAULT_AXES}
     hypotheses: dict[str, HypState] = {}
-    queues: dict[str, list[list]] = {}  # "hid|cell|stratum" -> [[hotkey, bpb], ...] unpaired
+    queues: dict[str, list[list]] = {}  # "hid|cell|stratum" -> [[hotkey, bpb, run]]
     recent: list[dict] = []  # last eligible readings, to seed the queues of new hypotheses
     best_bpb: float | None = None
     since_best: int = 0
