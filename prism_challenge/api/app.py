@@ -14,6 +14,7 @@ from prism_challenge import __version__
 from prism_challenge.api import health
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import install_error_handlers
+from prism_challenge.dashboard import curve_api
 from prism_challenge.dashboard import routes as dashboard_routes
 from prism_challenge.intake import routes as intake_routes
 from prism_challenge.metrics import routes as metrics_routes
@@ -28,6 +29,7 @@ ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     scoring_routes.build,
     weights_routes.build,
     dashboard_routes.build,
+    curve_api.build,
     metrics_routes.build,
 )
 

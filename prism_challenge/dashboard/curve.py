@@ -19,7 +19,9 @@ LN2 = math.log(2.0)
 class CurvePoint:
     tokens: int  # scored tokens consumed up to the end of this bucket
     bpb: float  # the bucket's own bpb (what the model paid on those batches)
-    running_bpb: float  # prequential bpb of the stream so far (what the score is built from)
+    # Prequential bpb of the stream so far (what the score is built from); None once a
+    # non-finite loss has been summed in.
+    running_bpb: float | None
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,13 @@ def learning_curve(record: RunRecord, max_points: int = 400) -> Curve:
         if b_bytes == 0 or not math.isfinite(b_nats):
             skipped += 1
             continue
+        running = nats / LN2 / nbytes
         points.append(
-            CurvePoint(tokens=tokens, bpb=b_nats / LN2 / b_bytes, running_bpb=nats / LN2 / nbytes)
+            CurvePoint(
+                tokens=tokens,
+                bpb=b_nats / LN2 / b_bytes,
+                running_bpb=running if math.isfinite(running) else None,
+            )
         )
     total_tokens = sum(b.tokens for b in batches)
     uniform = math.log2(record.vocab_size) * total_tokens / nbytes if nbytes else None

@@ -96,7 +96,8 @@ def curve_chart(curve: Curve) -> str:
     return line_chart(
         [
             Series("bpb per batch", [(p.tokens, p.bpb) for p in curve.points], "#8fb5e8", 1.2),
-            Series("prequential bpb so far", [(p.tokens, p.running_bpb) for p in curve.points],
+            Series("prequential bpb so far",
+                   [(p.tokens, p.running_bpb) for p in curve.points if p.running_bpb is not None],
                    "#1f3a93", 2.2),
         ],
         x_label="scored tokens consumed",
