@@ -119,10 +119,56 @@ def curve_html(runs: list[RunDigest]) -> str:
     return f'<p class="muted">{esc(note)}</p>{curve_chart(curve)}'
 
 
+def _probe(probe) -> str:
+    if probe is None:
+        return "—"
+    verdict = badge("ok", "ok") if probe.ok else badge("failed", "warn")
+    return f"{verdict} max |Δlogit| {probe.max_abs_diff:.3g}"
+
+
+def measured_html(runs: list[RunDigest]) -> str:
+    """What the harness and the eval sandbox measured on the latest readable attempt."""
+    latest = next((r for r in reversed(runs) if r.record is not None), None)
+    if latest is None:
+        return '<p class="muted">no run recorded yet</p>'
+    rec = latest.record
+    rows: list[tuple[str, str]] = [("attempt", str(latest.attempt))]
+    if rec.axes is not None:
+        a = rec.axes
+        optimizers = ", ".join(
+            f"{o.cls}(" + ", ".join(f"{k}={v}" for k, v in sorted(o.hparams.items())) + ")"
+            for o in a.optimizers
+        )
+        census = ", ".join(f"{k}×{n}" for k, n in sorted(a.module_census.items()))
+        rows += [
+            ("parameters", f"{a.param_count:,} (cap {rec.param_cap:,})"),
+            ("layers", str(a.layer_count)),
+            ("modules", esc(census)),
+            ("optimizers", esc(optimizers or None)),
+            ("batch size", esc(a.batch_size)),
+            ("precision / compile", esc(f"{a.precision} / {a.compile}")),
+            ("world size", str(a.world_size)),
+        ]
+    checked = [x for x in rec.audits if x.ok is not None]
+    rows.append(("audited batches", f"{sum(x.ok for x in checked)} of {len(checked)} agree"
+                 + (f" ({len(rec.audits) - len(checked)} not re-computed)"
+                    if len(checked) < len(rec.audits) else "")))
+    if rec.eval is not None:
+        rows += [
+            ("causality probe (trained)", _probe(rec.eval.probe_trained)),
+            ("causality probe (twin)", _probe(rec.eval.probe_twin)),
+            ("val tokens / bytes", f"{rec.eval.val_tokens:,} / {rec.eval.val_bytes:,}"),
+        ]
+    if rec.limits_hit:
+        rows.append(("limits hit", esc(", ".join(rec.limits_hit))))
+    return _pairs(rows)
+
+
 def render_submission(view: SubmissionView) -> str:
     return "".join([
         section(f"Submission #{view.row.id}", summary_html(view)),
         section("Learning curve", curve_html(view.runs), anchor="curve"),
         section("Score", score_html(view.score), anchor="score"),
+        section("Measured", measured_html(view.runs), anchor="measured"),
         section("Runs", runs_html(view.runs), anchor="runs"),
     ])

@@ -8,10 +8,14 @@ import math
 from bittensor.sp_core import Keypair
 
 from prism_challenge.sandbox.record import (
+    AuditEntry,
     BatchEntry,
     Budget,
     Consumed,
     EvalResult,
+    MeasuredAxes,
+    OptimizerAxis,
+    ProbeResult,
     RunRecord,
 )
 from prism_challenge.scoring import ScoreResult, record_score
@@ -47,8 +51,18 @@ def make_record(digest: str, *, corpus: str = "demo", bpb=BPB, **changes) -> Run
         consumed=Consumed(rows=len(bpb), scored_tokens=100 * len(bpb), bytes=400 * len(bpb),
                           nats=sum(b.nats for b in batches)),
         batches=batches,
-        eval=EvalResult(val_bpb_trained=1.25, val_bpb_twin=2.25,
-                         uniform_nats_per_token=math.log(256)),
+        axes=MeasuredAxes(
+            param_count=123_456, layer_count=4, module_census={"Linear": 8, "Embedding": 1},
+            optimizers=[OptimizerAxis(cls="<b>AdamW</b>", hparams={"lr": 0.001, "wd": 0.1})],
+            batch_size=16,
+        ),
+        audits=[AuditEntry(step=1, recorded_nats=1.0, recomputed_nats=1.0, ok=True),
+                AuditEntry(step=4, recorded_nats=1.0, recomputed_nats=1.5, ok=False),
+                AuditEntry(step=5, recorded_nats=1.0)],
+        eval=EvalResult(val_bpb_trained=1.25, val_bpb_twin=2.25, val_tokens=5000,
+                        val_bytes=20000, uniform_nats_per_token=math.log(256),
+                        probe_trained=ProbeResult(ok=True, max_abs_diff=0.0, positions=[3]),
+                        probe_twin=ProbeResult(ok=False, max_abs_diff=0.25, positions=[3])),
         exit_reason="ok",
         startup_s=1.5,
         train_s=20.0,

@@ -276,3 +276,24 @@ def test_a_research_credit_failure_is_shown_in_the_weights_panel(store, serve):
     assert r.status_code == 200
     assert "research credit unavailable: unknown ledger event &#x27;bogus&#x27;" in r.text
     assert table(r.text, "leaderboard")[1][1] == "web-run"
+
+
+def test_submission_page_shows_what_was_measured(store, serve):
+    ids = populate(store)
+    html = get(f"{serve()}/dashboard/submissions/{ids['leader']}").text
+    measured = dict((r[0], r[1]) for r in table(html, "measured"))
+    assert measured == {
+        "attempt": "1",
+        "parameters": "123,456 (cap 1,000,000)",
+        "layers": "4",
+        "modules": "Embedding×1, Linear×8",
+        "optimizers": "<b>AdamW</b>(lr=0.001, wd=0.1)",
+        "batch size": "16",
+        "precision / compile": "fp32 / False",
+        "world size": "1",
+        "audited batches": "1 of 2 agree (1 not re-computed)",
+        "causality probe (trained)": "ok max |Δlogit| 0",
+        "causality probe (twin)": "failed max |Δlogit| 0.25",
+        "val tokens / bytes": "5,000 / 20,000",
+    }
+    assert "<b>AdamW" not in html and "&lt;b&gt;AdamW&lt;/b&gt;" in html
