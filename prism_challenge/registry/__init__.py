@@ -11,6 +11,8 @@ from prism_challenge.registry.axes import (
 from prism_challenge.registry.directives import render_program
 from prism_challenge.registry.ledger import LedgerError
 from prism_challenge.registry.observation import Observation
+from prism_challenge.registry.panel import posteriors_panel
+from prism_challenge.registry.proposals import make_client, propose_axes, propose_hypotheses
 from prism_challenge.registry.service import Registry, replay, research_credits
 
 __all__ = [
@@ -20,6 +22,10 @@ __all__ = [
     "LedgerError",
     "Observation",
     "Registry",
+    "make_client",
+    "posteriors_panel",
+    "propose_axes",
+    "propose_hypotheses",
     "read_axes",
     "render_program",
     "replay",

@@ -170,3 +170,20 @@ def test_theory_graph_links_claims_sharing_an_axis(store):
     assert {"H001", "H008", "axis:optimizer"} <= ids
     assert {"from": "H001", "to": "H008", "type": "parent"} in graph["edges"]
     assert {"from": "H001", "to": "H008", "type": "linked"} in graph["edges"]
+
+
+def test_refused_axis_proposal_stores_nothing(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT])
+    before = reg.state().model_dump_json()
+    bad = [
+        {"spec": {"name": "warmup", "kind": "float", "low": 0, "high": float("inf"),
+                  "edges": [1]}, "treatment": "a", "control": "b", "cycle": 1},
+        {"spec": {"name": "warmup", "kind": "categorical", "values": ["a", "b"]},
+         "treatment": "a", "control": "zzz", "cycle": 1},
+        {"spec": {"name": "lr2", "kind": "categorical", "values": ["a", "b"],
+                  "source": "measured"}, "treatment": "a", "control": "b", "cycle": 1},
+    ]
+    for payload in bad:
+        with pytest.raises(LedgerError):
+            reg.propose_axis(payload)
+    assert reg.state().model_dump_json() == before
