@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from miner_kit import copy_example, prism, prism_in_process
 
 
@@ -20,13 +21,15 @@ def _check_fast(bundle, config, data_root, *extra):
     return res
 
 
-def test_check_passes_the_muon_example(tiny_config, prepared_data, tmp_path):
-    res = _check(copy_example("muon", tmp_path / "muon"), tiny_config, prepared_data)
+@pytest.mark.parametrize(("name", "batches"), [("muon", 4), ("small_batch", 64)])
+def test_check_passes_the_example(name, batches, tiny_config, prepared_data, tmp_path):
+    res = _check(copy_example(name, tmp_path / name), tiny_config, prepared_data)
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "smoke run of 64 rows" in out
     assert re.search(r"parameters\s+│\s+pass\s+│\s+466,432 of the cap 150,000,000", out)
-    assert re.search(r"smoke run\s+│\s+pass\s+│\s+64/64 rows consumed in 4 batches, exit ok", out)
+    assert re.search(rf"smoke run\s+│\s+pass\s+│\s+64/64 rows consumed in {batches} batches, "
+                     "exit ok", out)
     assert re.search(r"gates\s+│\s+pass", out) and "FAIL" not in out
     assert "PASS: next, `prism eval" in out
     assert "training in the sandbox" in res.stderr

@@ -37,6 +37,8 @@ def test_variants_differ_from_the_baseline_on_different_axes():
     assert {k for k in base if base[k] != conv.get(k)} == {"norm", "position"}
     assert {k for k in base if base[k] != muon.get(k)} == {"optimizer"}
     assert (conv["norm"], conv["position"], muon["optimizer"]) == ("rmsnorm", "none", "muon")
+    # small_batch differs on a measured axis only (batch_size), checked in its sandbox run
+    assert declared("small_batch") == base
 
 
 def test_static_findings_name_each_problem():
