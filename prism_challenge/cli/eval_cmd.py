@@ -23,7 +23,7 @@ def evaluate(
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Folder for record.json, score.json and "
-                     "learning_curve.png (default: prism-eval/<digest prefix>)."),
+                     "learning_curve.png (default: prism-data/eval/<digest prefix>)."),
     ] = None,
     config: ConfigOption = None,
 ) -> None:
@@ -42,7 +42,7 @@ def evaluate(
     console = Console(soft_wrap=True)
     bundle = load_bundle(bundle_dir, console)
     root = data_root or settings.data.root
-    out_dir = out or Path("prism-eval") / bundle.digest[:12]
+    out_dir = out or Path("prism-data") / "eval" / bundle.digest[:12]
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("rows"), TimeElapsedColumn(), console=Console(stderr=True),
                         transient=False)

@@ -90,4 +90,4 @@ def test_check_usage_and_data_errors_exit_2(tiny_config, prepared_data, tmp_path
     huge.write_text("challenge:\n  seq_len: 32\n  token_budget: 3200000\n")
     res = _check_fast(example, huge, prepared_data, "--smoke-rows", "1000000")
     assert res.returncode == 2 and "does not fit the data" in res.stderr
-    assert not (tmp_path / "prism-eval").exists()
+    assert not nowhere.exists()  # a refused check creates nothing
