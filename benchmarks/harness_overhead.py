@@ -4,9 +4,10 @@ Bare: `train(ctx)` of the bundle driven by an in-process context that slices row
 same token stream and computes the same loss (no socket, no sandbox, no audit snapshots).
 Harness: the full path (bubblewrap, feeder over the Unix socket, audits, eval sandbox).
 Per-step time is measured on both sides over the same steps, skipping the first few
-(warm-up); start-up is reported separately as fixed seconds.
+(warm-up); start-up is reported separately as fixed seconds. Bare and harness runs alternate
+`--repeats` times and the median ratio is the figure (single pairs vary by +-3% here).
 
-    python benchmarks/harness_overhead.py [--bundle examples/baseline] [--steps 60]
+    python benchmarks/harness_overhead.py [--bundle examples/baseline] [--steps 60] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import statistics
 import sys
 import tempfile
 import time
@@ -81,7 +83,9 @@ def main() -> None:
     ap.add_argument("--bundle", type=Path, default=Path("examples/baseline"))
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--batch", type=int, default=16, help="the bundle's batch size")
-    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--seq-len", type=int, default=Settings().challenge.seq_len,
+                    help="default: the challenge's configured (demo) seq_len")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="prism-overhead-"))
     source = write_jsonl(work / "docs.jsonl", english_like_documents(1500, seed=1))
@@ -94,6 +98,33 @@ def main() -> None:
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
     )
     torch.set_num_threads(1)
+    files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
+    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
+    ratios, bares, harnesses = [], [], []
+    for i in range(args.repeats):
+        bare_step = _bare(args, settings, train_stream, budget_rows)
+        record = runner.run(files, hashlib.sha256(files["training.py"]).hexdigest(),
+                            work / f"run{i}")
+        if record.exit_reason != "ok" or len(record.batches) < WARMUP + 2:
+            sys.exit(f"harness run failed: {record.exit_reason} {record.exit_detail}")
+        harness_step = per_step([b.t for b in record.batches])
+        bares.append(bare_step)
+        harnesses.append(harness_step)
+        ratios.append(harness_step / bare_step)
+        print(f"repeat {i}: bare {bare_step * 1e3:7.2f} ms/step  harness "
+              f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
+              f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
+    print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}"
+          f"  audits {len(record.audits)}")
+    print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")
+    print(f"harness       : {statistics.median(harnesses) * 1e3:8.2f} ms/step (median)")
+    print(f"per-step ratio harness/bare = {statistics.median(ratios):.3f} median of "
+          f"{len(ratios)} (min {min(ratios):.3f}, max {max(ratios):.3f}; target <= 1.05)")
+    print(f"fixed start-up: {record.startup_s:.2f} s to the first batch; eval sandbox "
+          f"{record.eval_s:.2f} s")
+
+
+def _bare(args, settings, train_stream, budget_rows) -> float:
     torch.manual_seed(settings.challenge.seed)
     arch = _load(args.bundle / "architecture.py", "bench_architecture")
     ctx_build = SimpleNamespace(vocab_size=train_stream.manifest.vocab_size,
@@ -101,26 +132,8 @@ def main() -> None:
     model = arch.build_model(ctx_build)
     bare = BareContext(model, train_stream, args.seq_len, budget_rows,
                        train_stream.manifest.separator_id)
-    t0 = time.perf_counter()
     _load(args.bundle / "training.py", "bench_training").train(bare)
-    bare_total = time.perf_counter() - t0
-    bare_step = per_step(bare.times)
-
-    files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
-    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
-    t0 = time.perf_counter()
-    record = runner.run(files, hashlib.sha256(files["training.py"]).hexdigest(), work / "run")
-    wall = time.perf_counter() - t0
-    if record.exit_reason != "ok" or len(record.batches) < WARMUP + 2:
-        sys.exit(f"harness run failed: {record.exit_reason} {record.exit_detail}")
-    harness_step = per_step([b.t for b in record.batches])
-    print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}")
-    print(f"bare loop     : {bare_step * 1e3:8.2f} ms/step  (total {bare_total:.2f} s)")
-    print(f"harness       : {harness_step * 1e3:8.2f} ms/step  "
-          f"(audits {len(record.audits)})")
-    print(f"per-step ratio harness/bare = {harness_step / bare_step:.3f}  (target <= 1.05)")
-    print(f"fixed start-up: {record.startup_s:.2f} s to the first batch; eval sandbox "
-          f"{record.eval_s:.2f} s; whole run {wall:.2f} s")
+    return per_step(bare.times)
 
 
 if __name__ == "__main__":
