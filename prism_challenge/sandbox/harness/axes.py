@@ -47,7 +47,7 @@ def _plain(value):
 
 
 class OptimizerWatch:
-    """Records each optimiser's class and first-step hyper-parameters, once per instance."""
+    """Records each optimiser's class and first-step hyper-parameters (lr: its peak)."""
 
     def __init__(self) -> None:
         self.seen: dict[int, dict] = {}
@@ -64,11 +64,17 @@ class OptimizerWatch:
             self._handle.remove()
 
     def _hook(self, optimizer, args, kwargs) -> None:
-        if id(optimizer) in self.seen or len(self.seen) >= 8:
-            return
         group = optimizer.param_groups[0] if optimizer.param_groups else {}
-        hparams = {k: _plain(v) for k, v in sorted(group.items()) if k != "params"}
-        self.seen[id(optimizer)] = {"cls": type(optimizer).__name__, "hparams": hparams}
+        entry = self.seen.get(id(optimizer))
+        if entry is None:
+            if len(self.seen) >= 8:
+                return
+            hparams = {k: _plain(v) for k, v in sorted(group.items()) if k != "params"}
+            self.seen[id(optimizer)] = {"cls": type(optimizer).__name__, "hparams": hparams}
+        elif isinstance(group.get("lr"), float | int) and isinstance(entry["hparams"].get("lr"),
+                                                                      float):
+            # `lr` is the peak over the run: a warm-up schedule starts far below its real lr.
+            entry["hparams"]["lr"] = max(entry["hparams"]["lr"], float(group["lr"]))
 
     def optimizers(self) -> list[dict]:
         return list(self.seen.values())
