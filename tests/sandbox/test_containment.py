@@ -89,6 +89,18 @@ def test_nothing_written_outside_scratch(escape):
     assert not any(p.name == "pwn" for p in escape["run_dir"].rglob("pwn"))
 
 
+def test_foreign_code_runs_only_inside_the_walls(escape):
+    """A6: ctypes, a pickle that shells out and a subprocess all run, and all hit the walls."""
+    foreign = escape["report"]["foreign"]
+    assert foreign["ctypes_open_fd"] == -1  # raw libc open() on the read-only root
+    assert foreign["pickle_system_status"] != 0  # the shell it spawned could not write
+    assert foreign["shell_status"] != 0  # its write to /etc failed...
+    assert foreign["shell_uid"] == "65534"  # ...and it ran as nobody
+    run_dir = escape["run_dir"]
+    assert not (run_dir / "submission" / "pwn_pickle").exists()
+    assert not list(run_dir.rglob("pwn_*"))
+
+
 def test_lookahead_connection_is_refused_and_run_is_still_scored(escape):
     assert escape["report"]["lookahead"] == "PermissionError"
     record = escape["record"]
