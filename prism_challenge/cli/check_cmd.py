@@ -6,6 +6,8 @@ errors (nothing about the bundle was decided).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +16,24 @@ from rich.console import Console
 
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
+
+
+@contextmanager
+def local_run_errors(root: Path) -> Iterator[None]:
+    """A local check/eval that cannot run says why and exits 2 (usage, config or data)."""
+    from prism_challenge.data import DataIntegrityError
+    from prism_challenge.miner import DataMismatch, DataRootMissing, LocalRunFailed
+
+    try:
+        yield
+    except DataRootMissing as exc:
+        fail(str(exc))
+    except DataIntegrityError as exc:
+        fail(f"the data at {root} does not verify: {exc}")
+    except DataMismatch as exc:
+        fail(f"the configuration does not fit the data at {root}: {exc}")
+    except LocalRunFailed as exc:
+        fail(str(exc))
 
 BundleArg = Annotated[
     Path, typer.Argument(help="Directory with architecture.py, training.py [, prism.toml].")
@@ -45,8 +65,7 @@ def check(
     config: ConfigOption = None,
 ) -> None:
     """Check a bundle as a validator would: contract, AST policy, axes, parameters, smoke run."""
-    from prism_challenge.data import DataIntegrityError
-    from prism_challenge.miner import DataMismatch, DataRootMissing, LocalRunFailed, check_bundle
+    from prism_challenge.miner import check_bundle
     from prism_challenge.miner.render import findings_table
 
     settings = settings_from(config)
@@ -54,17 +73,9 @@ def check(
     bundle = load_bundle(bundle_dir, console)
     root = data_root or settings.data.root
     err = Console(stderr=True)
-    try:
+    with local_run_errors(root):
         report = check_bundle(bundle, settings, root, smoke_rows=smoke_rows,
                               on_event=lambda msg: err.print(f"[dim]… {msg}[/]"))
-    except DataRootMissing as exc:
-        fail(str(exc))
-    except DataIntegrityError as exc:
-        fail(f"the data at {root} does not verify: {exc}")
-    except DataMismatch as exc:
-        fail(f"the configuration does not fit the data at {root}: {exc}")
-    except LocalRunFailed as exc:
-        fail(str(exc))
     title = f"prism check {bundle.meta.name or bundle_dir} ({bundle.digest[:12]})"
     if report.record is not None:
         title += f": smoke run of {report.smoke_rows} rows on {report.record.corpus}"

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from prism_challenge.cli.check_cmd import BundleArg, DataRootOption, load_bundle
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.cli.check_cmd import BundleArg, DataRootOption, load_bundle, local_run_errors
+from prism_challenge.cli.common import ConfigOption, settings_from
 
 
 def evaluate(
@@ -28,14 +28,7 @@ def evaluate(
     config: ConfigOption = None,
 ) -> None:
     """Train and score a bundle locally (full budget, real sandbox); writes a learning curve."""
-    from prism_challenge.data import DataIntegrityError
-    from prism_challenge.miner import (
-        DataMismatch,
-        DataRootMissing,
-        LocalRunFailed,
-        StaticRefusal,
-        evaluate_bundle,
-    )
+    from prism_challenge.miner import StaticRefusal, evaluate_bundle
     from prism_challenge.miner.render import findings_table, print_eval
 
     settings = settings_from(config)
@@ -55,20 +48,12 @@ def evaluate(
         progress.update(task, completed=done, total=total)
 
     try:
-        with progress:
+        with local_run_errors(root), progress:
             report = evaluate_bundle(bundle, settings, root, out_dir, on_event=on_event,
                                      on_progress=on_progress)
     except StaticRefusal as exc:
         console.print(findings_table("refused by the static gates (not run)", exc.findings))
         raise typer.Exit(1) from None
-    except DataRootMissing as exc:
-        fail(str(exc))
-    except DataIntegrityError as exc:
-        fail(f"the data at {root} does not verify: {exc}")
-    except DataMismatch as exc:
-        fail(f"the configuration does not fit the data at {root}: {exc}")
-    except LocalRunFailed as exc:
-        fail(str(exc))
     print_eval(console, report)
     if not report.score.eligible:
         raise typer.Exit(1)
