@@ -61,3 +61,16 @@ def test_early_return_is_charged_for_unconsumed_tokens(run):
     assert record.exit_reason == "ok"
     assert record.consumed.rows == BATCH
     assert "before the token budget" in record.exit_detail
+
+
+def test_compiled_forward_runs_in_the_sandbox_and_audits_agree(run):
+    """`ctx.batches(compile=True)`: inductor builds inside the sandbox (gcc from the read-only
+    /usr, caches in /scratch), and the uncompiled audit replay agrees with the record."""
+    files = bundle("tiny")
+    files["training.py"] = files["training.py"].replace(b"ctx.batches(8)",
+                                                        b"ctx.batches(8, compile=True)")
+    record = run(files)
+    assert record.exit_reason == "ok", record.exit_detail
+    assert record.axes.compile is True
+    assert record.consumed.rows == record.budget.rows
+    assert len(record.audits) >= 2 and all(a.ok for a in record.audits)
