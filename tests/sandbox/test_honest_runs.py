@@ -63,13 +63,15 @@ def test_early_return_is_charged_for_unconsumed_tokens(run):
     assert "before the token budget" in record.exit_detail
 
 
-def test_compiled_forward_runs_in_the_sandbox_and_audits_agree(run):
+def test_compiled_forward_runs_in_the_sandbox_and_audits_agree(make_runner, tmp_path):
     """`ctx.batches(compile=True)`: inductor builds inside the sandbox (gcc from the read-only
-    /usr, caches in /scratch), and the uncompiled audit replay agrees with the record."""
+    /usr, caches in /scratch, which must hold its ~100 MB), and the uncompiled audit replay
+    agrees with the record."""
     files = bundle("tiny")
     files["training.py"] = files["training.py"].replace(b"ctx.batches(8)",
                                                         b"ctx.batches(8, compile=True)")
-    record = run(files)
+    runner = make_runner(tiny_settings(disk_bytes=2**30))
+    record = runner.run(files, digest_of(files), tmp_path / "compiled")
     assert record.exit_reason == "ok", record.exit_detail
     assert record.axes.compile is True
     assert record.consumed.rows == record.budget.rows
