@@ -11,7 +11,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, FastAPI
 
 from prism_challenge import __version__
-from prism_challenge.api import health
+from prism_challenge.api import health, http_counts
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.dashboard import curve_api
@@ -41,6 +41,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         description="Signed submissions, their status, and the node's public state.",
     )
     install_error_handlers(app)
+    http_counts.install(app, deps.http_counts)
     for build in ROUTERS:
         app.include_router(build(deps))
     app.state.deps = deps

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
@@ -18,3 +19,5 @@ class ApiDeps:
     metagraph: MetagraphView
     # Injected so that tests can move time (freshness, rate-limit windows) without sleeping.
     clock: Callable[[], float] = time.time
+    # This app's request tally (one per ApiDeps, so per app), exposed at /metrics.
+    http_counts: HttpCounts = field(default_factory=HttpCounts)

@@ -19,6 +19,7 @@ def metrics_registry(deps: ApiDeps) -> CollectorRegistry:
     """A fresh registry with the store collector and this process's CPU/memory/fds."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(deps.store, deps.settings.scoring))
+    registry.register(deps.http_counts)
     ProcessCollector(registry=registry)
     return registry
 

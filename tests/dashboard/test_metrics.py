@@ -134,3 +134,17 @@ def test_run_records_are_tallied_incrementally(store, serve):
     assert m["prism_last_run_duration_seconds"] == {
         ("prism_last_run_duration_seconds", ()): 3.0
     }
+
+
+def test_http_requests_are_counted_by_route_template_and_status(store, serve):
+    url = serve()
+    assert httpx.get(f"{url}/v1/submissions/999", timeout=10).status_code == 404
+    assert httpx.get(f"{url}/v1/submissions/998", timeout=10).status_code == 404
+    assert httpx.post(f"{url}/v1/submissions", content=b"x", timeout=10).status_code == 401
+    assert httpx.get(f"{url}/no/such/page", timeout=10).status_code == 404
+    m = scrape(url)["prism_http_requests"]
+    counts = {dict(labels)["route"] + " " + dict(labels)["status"]: v
+              for (name, labels), v in m.items() if name == "prism_http_requests_total"}
+    assert counts["/v1/submissions/{submission_id} 404"] == 2  # the template, not the path
+    assert counts["/v1/submissions 401"] == 1  # a refusal leaves no row, but is counted
+    assert counts["unmatched 404"] == 1
