@@ -23,6 +23,13 @@ import numpy as np
 
 from prism_challenge.sandbox import protocol
 
+MAX_BATCH_BYTES = 1 << 28  # one reply's rows at most: 256 MiB (65k rows at seq_len 1024)
+
+
+class FeederFailure(RuntimeError):
+    """The feeder's own side failed (reading the locked data): an infra error, never the
+    miner's fault."""
+
 
 @dataclass(frozen=True)
 class FeederPlan:
@@ -81,6 +88,7 @@ class FeederState:
     audits: int = 0
     problems: list[str] = field(default_factory=list)
     claimed: set[int] = field(default_factory=set)
+    infra_error: str | None = None  # the feeder itself failed: not the miner's fault
 
 
 class Feeder:
@@ -128,9 +136,17 @@ class Feeder:
                 try:
                     bound = self._bind(bound, header)
                     reply, body = self._handle(header, payload)
+                except FeederFailure as exc:
+                    with self._lock:
+                        self.state.infra_error = str(exc)[:500]
+                    return
                 except (KeyError, TypeError, ValueError) as exc:
                     self._problem(f"bad request {header.get('op')!r}: {exc}")
                     reply, body = {"error": f"bad request: {exc}"}, b""
+                except Exception as exc:  # our side broke (e.g. a shard read): infra, not crash
+                    with self._lock:
+                        self.state.infra_error = f"feeder: {type(exc).__name__}: {exc}"[:500]
+                    return
                 try:
                     protocol.send(conn, reply, body)
                 except OSError:
@@ -218,6 +234,9 @@ class Feeder:
     def _next(self, rank: int, step: int, rows: int) -> tuple[dict, bytes]:
         if rows < 1:
             raise ValueError("rows must be positive")
+        if rows * (self.plan.seq_len + 1) * 4 > MAX_BATCH_BYTES:
+            raise ValueError(f"a batch of {rows} rows is over the limit of "
+                             f"{MAX_BATCH_BYTES // ((self.plan.seq_len + 1) * 4)} rows")
         with self._lock:
             st = self.state
             if step > len(st.steps):
@@ -232,10 +251,14 @@ class Feeder:
                 return {"done": True}, b""
             offset = alloc.start_row + rank * alloc.per_rank_rows
             n = alloc.per_rank_rows
-        block = self.stream.rows(self.plan.seq_len, offset, n)
-        targets = block[:, 1:]
-        tokens = int(np.count_nonzero(targets != self.plan.separator_id))
-        nbytes = int(self.stream.byte_lengths[targets].sum())
+        try:
+            block = self.stream.rows(self.plan.seq_len, offset, n)
+            targets = block[:, 1:]
+            tokens = int(np.count_nonzero(targets != self.plan.separator_id))
+            nbytes = int(self.stream.byte_lengths[targets].sum())
+        except Exception as exc:
+            raise FeederFailure(f"feeder: reading rows {offset}..{offset + n}: "
+                                f"{type(exc).__name__}: {exc}") from exc
         audit = alloc.audit and rank == 0
         with self._lock:
             self.state.served[(step, rank)] = Served(step, rank, offset, n, tokens, nbytes, audit)

@@ -129,6 +129,8 @@ class Runner:
         self.separator_id = self.train.manifest.separator_id
         self.vocab_size = self.train.manifest.vocab_size
         self.budget = budget_of(self.train, c.seq_len, self.budget_rows, self.separator_id)
+        if self.val.n_rows(c.seq_len) < 1:
+            raise ValueError(f"the val split has no full row of seq_len {c.seq_len} + 1 tokens")
 
     @classmethod
     def from_data(cls, settings: Settings, backend: IsolationBackend, data_root: Path,
@@ -341,6 +343,8 @@ def _axes(raw: dict | None) -> MeasuredAxes | None:
 
 def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
     """Why the training run ended, from the sandbox's cause and the harness's own report."""
+    if feeder.state.infra_error is not None:
+        return "infra", feeder.state.infra_error
     if result.cause in CAUSE_TO_EXIT:
         return CAUSE_TO_EXIT[result.cause], result.detail
     finishes = feeder.state.finishes

@@ -57,7 +57,10 @@ class FeederChannel:
     def next_rows(self, rows: int) -> tuple[dict, bytes]:
         protocol.send(self.sock, {"op": "next", "rank": self.rank, "step": self.step,
                                   "rows": rows, "loss": self._flush()})
-        return protocol.recv(self.sock)
+        reply, payload = protocol.recv(self.sock)
+        if "error" in reply:
+            raise ContractError(reply["error"])
+        return reply, payload
 
     def record(self, step: int, nats, tokens: int) -> None:
         self._pending = (step, nats, tokens)
