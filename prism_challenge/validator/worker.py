@@ -109,7 +109,8 @@ class EvaluationWorker:
             record_score(s, sid, result, record.corpus, now=now)
             reason = None if result.eligible else "; ".join(result.reasons)[:1000]
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
-            hotkey, accepted_at = s.get(Submission, sid).hotkey, s.get(Submission, sid).accepted_at
+            row = s.get(Submission, sid)
+            hotkey, accepted_at = row.hotkey, row.accepted_at
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
         self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at)
 
