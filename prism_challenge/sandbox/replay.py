@@ -44,6 +44,7 @@ class CheckedPositions(Model):
     mismatched: int = 0
     mean_diff: float = 0.0  # mean of (recomputed - recorded), nats
     max_abs_diff: float = 0.0
+    ranks: list[int] = []  # the ranks whose positions were compared
     examples: list[PositionCheck] = []  # the first mismatches
 
 
@@ -72,6 +73,7 @@ class ReplayRecord(Model):
     missing: list[str] = []
     train_s: float = Field(0.0, ge=0)
     eval_s: float = Field(0.0, ge=0)
+    probe_s: float = Field(0.0, ge=0)  # estimated time the in-process probes added
 
 
 def choose_checks(record: RunRecord, rng: np.random.Generator, *, probe_fraction: float,
@@ -96,10 +98,12 @@ class PositionTally:
         self.diffs: list[float] = []
         self.examples: list[PositionCheck] = []
         self.mismatched = 0
+        self.ranks: set[int] = set()
 
     def add(self, step: int, rank: int, row: int, position: int, recorded: float,
             recomputed: float) -> None:
         diff = recomputed - recorded
+        self.ranks.add(rank)
         if not math.isfinite(diff):
             diff = math.inf
         self.diffs.append(diff)
@@ -118,7 +122,7 @@ class PositionTally:
             compared=len(self.diffs), mismatched=self.mismatched,
             mean_diff=float(np.mean(self.diffs)) if finite else math.inf,
             max_abs_diff=float(np.max(np.abs(self.diffs))) if finite else math.inf,
-            examples=self.examples)
+            ranks=sorted(self.ranks), examples=self.examples)
 
 
 def compare_probes(record: RunRecord, served: list[Served], tally: PositionTally,
@@ -197,3 +201,16 @@ def compare_batches(record: RunRecord, served: list[Served], rel_tol: float) -> 
                                                 replay=s.nats))
     return {"batches_compared": compared, "batch_max_rel_diff": worst,
             "batch_mismatches": mismatches, "batch_mismatch_count": count}
+
+
+def probe_seconds(served: list[Served]) -> float:
+    """What the probes added to the replay's training time: each probed step's duration
+    (loss to loss) beyond the median duration of the steps that were not probed."""
+    timed = sorted((s.step, s.t, s.probe_asked or s.snapshot_asked) for s in served
+                   if s.rank == 0 and s.t is not None)
+    steps = [(b[1] - a[1], b[2]) for a, b in zip(timed, timed[1:], strict=False)]
+    plain = sorted(d for d, checked in steps if not checked)
+    if not plain:
+        return 0.0
+    typical = plain[len(plain) // 2]
+    return sum(max(0.0, d - typical) for d, checked in steps if checked)

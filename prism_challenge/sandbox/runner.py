@@ -53,6 +53,7 @@ from prism_challenge.sandbox.replay import (
     compare_batches,
     compare_probes,
     compare_snapshots,
+    probe_seconds,
     snapshot_tasks,
 )
 from prism_challenge.sandbox.stream_order import LaneOrder
@@ -432,6 +433,7 @@ class Runner:
             snapshot_steps=sorted(checks.snapshot_steps), last_step=checks.last_step,
             probes=probes.result(), snapshots=snapshots.result(), missing=missing[:20],
             train_s=round(train_s, 3), eval_s=round(eval_s, 3),
+            probe_s=round(probe_seconds(served), 3),
             **compare_batches(record, served, v.batch_rel_tol),
         )
 

@@ -113,8 +113,11 @@ def memorisation_gap(record: RunRecord, windows: int, min_tokens: int = 1) -> fl
     model read its targets while it was scored, or the recorded losses were tampered with.
     """
     ev = record.eval
-    best = min(window_bpbs(record, windows, min_tokens), default=None)
-    if best is None or ev is None or ev.val_bpb_trained is None:
+    bpbs = window_bpbs(record, windows, min_tokens)
+    if not bpbs or not all(math.isfinite(b) for b in bpbs):
+        return None
+    best = min(bpbs)
+    if ev is None or ev.val_bpb_trained is None:
         return None
     return ev.val_bpb_trained - best
 
