@@ -32,7 +32,7 @@ def rules(body: str) -> set[str]:
     "import torch.distributed as dist\ndef sync(t):\n    if dist.is_initialized():\n"
     "        dist.all_reduce(t, op=dist.ReduceOp.SUM)\n",
     "from torch.nn.parallel import DistributedDataParallel as DDP\n",
-    "import math, typing, dataclasses, functools, itertools, collections, enum, abc, random\n"
+    "import math, typing, dataclasses, functools, itertools, collections, enum, abc\n"
     "import operator, time, contextlib, copy, warnings, numbers\n"
     "from collections import OrderedDict\nfrom functools import partial\n",
     "def f(x):\n    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
@@ -71,7 +71,7 @@ def test_honest_idioms_pass(body):
     ("def f(m):\n    return getattr(torch, 'load')\n", "AST-DESERIALIZE"),
     ("f = type('X', (), {})\n", "AST-INTROSPECT"),
     ("class A(metaclass=abc.ABCMeta):\n    pass\n", "AST-DYNAMIC"),
-    ("class A:\n    def __del__(self):\n        pass\n", "AST-DYNAMIC"),
+    ("class A:\n    def __del__(self):\n        pass\n", "AST-OVERRIDE"),
     ("class A:\n    def __reduce__(self):\n        return (print, ())\n", "AST-DESERIALIZE"),
     ("class P(torch.nn.Parameter):\n    pass\n", "AST-TENSOR-SUBCLASS"),
     ("torch.nn.functional.__dict__\n", "AST-INTROSPECT"),
@@ -84,7 +84,7 @@ def test_honest_idioms_pass(body):
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
     ("x = [" + ", ".join(["1"] * 65) + "]\n", "AST-LITERAL"),
-    ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MODULE-ALIAS"),
+    ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MEMBER"),
     ("def f(x):\n    return super(torch.Tensor, x)\n", "AST-SELF"),
     ("class A:\n    @staticmethod\n    def f(self):\n        self.x = 1\n", "AST-SELF"),
     ("class A:\n    def f(self):\n        pass\ng = A.f\n", "AST-SELF"),
