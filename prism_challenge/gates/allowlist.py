@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 
 from prism_challenge.gates.rules import (
+    ATTR_ASSIGN,
     COMPILE,
     COMPILE_WHY,
     DESERIALIZE,
@@ -230,7 +231,7 @@ PATHS: dict[str, frozenset[str] | Denial] = {
         ["torch.set_default_dtype", "torch.set_default_device", "torch.set_num_threads",
          "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms",
          "torch.set_flush_denormal", "torch.set_printoptions"],
-        (INTROSPECT, _GLOBAL_WHY),
+        (ATTR_ASSIGN, _GLOBAL_WHY),
     ),
     # --- standard library: pure helpers only --------------------------------------------
     "__future__": _names("annotations"),
@@ -260,7 +261,7 @@ PATHS: dict[str, frozenset[str] | Denial] = {
         partial partialmethod reduce lru_cache cache cached_property wraps total_ordering
     """),
     "itertools": _names("""
-        accumulate batched chain combinations combinations_with_replacement compress count
+        accumulate chain combinations combinations_with_replacement compress count
         cycle dropwhile filterfalse groupby islice pairwise permutations product repeat
         starmap takewhile tee zip_longest
     """),

@@ -227,8 +227,9 @@ class _FileChecker:
                     "double-underscore attribute"))
         elif _is_private(attr) and attr in R.HARNESS_NAMES:
             self.flag(node, R.PRIVATE, (
-                f"'.{attr}' is nn.Module's machinery (hook tables, registries) that the "
-                "harness relies on; use the public API (register_buffer, parameters(), ...)"))
+                f"'.{attr}' is nn.Module's private machinery (its hook tables, registries "
+                "and snapshot helpers), which the harness relies on; use the public API "
+                "(register_buffer, parameters(), ...)"))
         elif _is_private(attr) and base_name not in _SELF:
             self.flag(node, R.PRIVATE, (
                 f"'.{attr}' is private to its owner; use only public APIs (private "
