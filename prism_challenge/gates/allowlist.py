@@ -257,9 +257,12 @@ PATHS: dict[str, frozenset[str] | Denial] = {
         (INTROSPECT, "it reads every field of any dataclass, the harness's included; read "
          "your own fields by name"),
     ),
-    "functools": _names("""
-        partial partialmethod reduce lru_cache cache cached_property wraps total_ordering
-    """),
+    "functools": _names("partial partialmethod reduce lru_cache cache cached_property"),
+    **dict.fromkeys(
+        ["functools.wraps", "functools.update_wrapper"],
+        (INTROSPECT, "it copies every attribute of the wrapped object (the harness's private "
+         "ones included) onto the wrapper; write the wrapper out"),
+    ),
     "itertools": _names("""
         accumulate chain combinations combinations_with_replacement compress count
         cycle dropwhile filterfalse groupby islice pairwise permutations product repeat

@@ -225,6 +225,10 @@ class _FileChecker:
                 self.flag(node, R.INTROSPECT, (
                     f"'.{attr}' is introspection; only super().__init__(...) may use a "
                     "double-underscore attribute"))
+        elif _is_private(attr) and _mangled_owner(attr) not in (None, *self.classes):
+            self.flag(node, R.PRIVATE, (
+                f"'.{attr}' is the private attribute of another class "
+                f"('{_mangled_owner(attr)}'); use only public APIs"))
         elif _is_private(attr) and attr in R.HARNESS_NAMES:
             self.flag(node, R.PRIVATE, (
                 f"'.{attr}' is nn.Module's private machinery (its hook tables, registries "
@@ -265,6 +269,11 @@ class _FileChecker:
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         self._check_bound_name(node, node.name)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case object(_secret=x)` reads attributes by name with no Attribute node.
+        for attr in node.kwd_attrs:
+            self._check_attr_name(node, None, attr)
 
     def visit_MatchAs(self, node: ast.MatchAs) -> None:
         self._check_bound_name(node, node.name)
@@ -496,6 +505,14 @@ class _FileChecker:
             self._check_bound_name(node, name)
 
     visit_Nonlocal = visit_Global
+
+
+def _mangled_owner(name: str) -> str | None:
+    """'TrainContext' for '_TrainContext__core' (a name mangled by its class), else None."""
+    owner, sep, rest = name[1:].partition("__")
+    if name.startswith("__") or not sep or not rest or not owner.isidentifier():
+        return None
+    return owner
 
 
 def _is_module(path: str) -> bool:

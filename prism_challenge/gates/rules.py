@@ -159,12 +159,14 @@ DUNDER_DEFS: dict[str, tuple[str, str]] = {
 }
 
 # nn.Module's machinery: the methods and state the harness uses to snapshot, load, count,
-# move, switch and call a model. A bundle's class that defines one of these names (as a
-# method, property or class attribute), or code that assigns one on any object (self
-# included), could notice a snapshot, an audit or the held-out pass, or hide weights from
-# the parameter cap. The private ones may not even be read: they are the hook tables and
-# registries themselves. A model defines forward() (and may define extra_repr()); every
-# other name here belongs to torch. tests/gates check this covers every name nn.Module has.
+# move, switch and call a model (and to read an optimiser's settings). A bundle's class that
+# defines one of these names (as a method, property or class attribute), or code that
+# assigns one on any object (self included), could notice a snapshot, an audit or the
+# held-out pass, hide weights from the parameter cap, or misreport an optimiser. The private
+# ones may not even be read: they are the hook tables and registries themselves. A model
+# defines forward() (and may define extra_repr()); a custom optimiser defines step() and
+# keeps per-parameter `state`; every other name here belongs to torch. tests/gates check
+# this covers every name nn.Module and torch.optim.Optimizer have.
 HARNESS_METHODS: dict[str, str] = {
     "snapshot and loading": """
         state_dict _save_to_state_dict load_state_dict _load_from_state_dict get_extra_state
@@ -188,6 +190,16 @@ HARNESS_METHODS: dict[str, str] = {
         register_forward_hook register_forward_pre_hook register_backward_hook
         register_full_backward_hook register_full_backward_pre_hook call_super_init
         _get_name _replicate_for_data_parallel
+    """,
+    "optimiser machinery (the harness's global step hook reads param_groups)": """
+        param_groups defaults add_param_group OptimizerPreHook OptimizerPostHook
+        register_step_pre_hook register_step_post_hook profile_hook_step
+        _patch_step_function _optimizer_step_code _accelerator_graph_capture_health_check
+        _cuda_graph_capture_health_check _group_tensors_by_device_and_dtype
+        _process_value_according_to_param_policy _warned_capturable_if_run_uncaptured
+        _zero_grad_profile_name _optimizer_step_pre_hooks _optimizer_step_post_hooks
+        _optimizer_state_dict_pre_hooks _optimizer_state_dict_post_hooks
+        _optimizer_load_state_dict_pre_hooks _optimizer_load_state_dict_post_hooks
     """,
     "state every Module instance holds": """
         training _parameters _buffers _non_persistent_buffers_set _modules _forward_hooks

@@ -81,6 +81,9 @@ def test_harness_names_cover_every_name_of_nn_module():
     state = set(vars(torch.nn.Module()))
     assert (module_names | state) - own <= R.HARNESS_NAMES
     assert not own & R.HARNESS_NAMES
+    optimiser = {n for n in dir(torch.optim.Optimizer) if not n.startswith("__")}
+    optimiser |= set(vars(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)))
+    assert optimiser - {"step", "state"} <= R.HARNESS_NAMES
     dunders = {n for n in vars(torch.nn.Module) if n.startswith("__") and n.endswith("__")
                and callable(getattr(torch.nn.Module, n))}
     assert not dunders & R.ALLOWED_DUNDER_DEFS - {"__init__"}

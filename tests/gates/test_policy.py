@@ -70,6 +70,10 @@ def rules(body: str) -> set[str]:
     "    def step(self, closure=None):\n        for group in self.param_groups:\n"
     "            for p in group['params']:\n"
     "                p.add_(p.grad.sign(), alpha=-group['lr'])\n",
+    "class Tiny(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.__cache = None\n        self._Tiny__hits = 0\n"
+    "    def forward(self, x):\n        match x.shape:\n            case (b, t):\n"
+    "                return x\n",
     "class RoundSTE(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
     "        return torch.round(x)\n    @staticmethod\n    def backward(ctx, g):\n"
     "        return g\n",
@@ -180,6 +184,8 @@ def test_honest_idioms_pass(body):
     ("class A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
      "        self.register_state_dict_post_hook(print)\n", "AST-HOOK"),
     ("class A:\n    def __repr__(self):\n        return 'A'\n", "AST-OVERRIDE"),
+    ("class Sneaky(torch.optim.AdamW):\n    @property\n    def param_groups(self):\n"
+     "        return []\n", "AST-OVERRIDE"),
     ("class A:\n    def __eq__(self, other):\n        return True\n", "AST-OVERRIDE"),
     ("class A:\n    def __call__(self, x):\n        return x\n", "AST-OVERRIDE"),
     ("class A:\n    def __set__(self, obj, value):\n        pass\n", "AST-OVERRIDE"),
@@ -188,6 +194,15 @@ def test_honest_idioms_pass(body):
     ("class A:\n    def __class_getitem__(cls, item):\n        return cls\n", "AST-DYNAMIC"),
     ("class A:\n    def __new__(cls):\n        return 1\n", "AST-DYNAMIC"),
     ("class A(torch.nn.Module, flag=True):\n    pass\n", "AST-DYNAMIC"),
+    # attribute reads that no Attribute node shows
+    ("def f(c):\n    match c:\n        case object(_TrainContext__core=m):\n"
+     "            return m\n", "AST-PRIVATE"),
+    ("def f(g):\n    match g:\n        case object(gi_frame=fr):\n            return fr\n",
+     "AST-INTROSPECT"),
+    ("import functools\nclass A:\n    def grab(self, c):\n        functools.wraps(c)(self)\n"
+     "        return self._TrainContext__core\n", "AST-INTROSPECT"),
+    ("class A:\n    def grab(self):\n        return self._TrainContext__core\n",
+     "AST-PRIVATE"),
     ("def make():\n    return torch.nn.Module\nclass A(make()):\n    pass\n", "AST-DYNAMIC"),
 ])
 def test_denied_constructs(body, rule):
