@@ -98,7 +98,7 @@ PATHS: dict[str, frozenset[str] | Denial] = {
         matrix_power matrix_exp
 
         no_grad enable_grad set_grad_enabled inference_mode is_grad_enabled autocast
-        get_default_dtype promote_types result_type can_cast is_tensor is_floating_point
+        get_default_dtype promote_types result_type can_cast is_tensor is_floating_point vmap
         is_complex
     """),
     "torch.nn": _names("""

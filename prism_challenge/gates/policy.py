@@ -430,9 +430,9 @@ class _FileChecker:
 
     def _flag_harness_name(self, node: ast.AST, name: str, doing: str) -> None:
         self.flag(node, R.OVERRIDE, (
-            f"{doing} '{name}' replaces nn.Module machinery that the harness calls to "
-            "snapshot, load, count, move or call a model; pick another name (a model "
-            "defines forward() only)"))
+            f"{doing} '{name}' replaces torch machinery (nn.Module, Optimizer) that the "
+            "harness uses to snapshot, load, count, move, call or record a model; pick "
+            "another name (a model defines forward(), an optimiser step())"))
 
     def _check_format(self, node: ast.AST, base: ast.AST, method: str) -> None:
         if not (isinstance(base, ast.Constant) and isinstance(base.value, str)):
