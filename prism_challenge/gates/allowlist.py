@@ -215,18 +215,13 @@ PATHS: dict[str, frozenset[str] | Denial] = {
                           "files"),
     "torch.func.functional_call": (DYNAMIC, "functional_call sets attributes named by "
                                    "strings on a module"),
-    "torch.manual_seed": (SEED, SEED_WHY),
-    "torch.seed": (SEED, SEED_WHY),
-    "torch.initial_seed": (SEED, SEED_WHY),
-    "torch.get_rng_state": (SEED, SEED_WHY),
-    "torch.set_rng_state": (SEED, SEED_WHY),
-    "torch.Generator": (SEED, SEED_WHY),
-    "torch.random": (SEED, SEED_WHY),
-    "torch.cuda.manual_seed": (SEED, SEED_WHY),
-    "torch.cuda.manual_seed_all": (SEED, SEED_WHY),
-    "torch.cuda.get_rng_state": (SEED, SEED_WHY),
-    "torch.cuda.set_rng_state": (SEED, SEED_WHY),
-    "torch.cuda.set_rng_state_all": (SEED, SEED_WHY),
+    **dict.fromkeys(
+        ["torch.manual_seed", "torch.seed", "torch.initial_seed", "torch.get_rng_state",
+         "torch.set_rng_state", "torch.Generator", "torch.random", "torch.cuda.manual_seed",
+         "torch.cuda.manual_seed_all", "torch.cuda.get_rng_state", "torch.cuda.set_rng_state",
+         "torch.cuda.set_rng_state_all"],
+        (SEED, SEED_WHY),
+    ),
     **dict.fromkeys(
         ["torch.set_default_dtype", "torch.set_default_device", "torch.set_num_threads",
          "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms",
@@ -291,13 +286,15 @@ PATHS: dict[str, frozenset[str] | Denial] = {
     "contextlib.chdir": (FILE, "bundles do not touch the file system"),
     "copy": _names("copy deepcopy"),
     "warnings": _names("warn filterwarnings simplefilter"),
-    "warnings.formatwarning": (FILE, _LINES_WHY),
-    "warnings.showwarning": (FILE, _LINES_WHY),
-    "warnings.warn_explicit": (FILE, _LINES_WHY),
-    "warnings.catch_warnings": (INTROSPECT, "recorded warnings carry the file and line of the "
-                                "harness's frames; use warnings.filterwarnings"),
-    "warnings.WarningMessage": (INTROSPECT, "recorded warnings carry the file and line of the "
-                                "harness's frames"),
+    **dict.fromkeys(
+        ["warnings.formatwarning", "warnings.showwarning", "warnings.warn_explicit"],
+        (FILE, _LINES_WHY),
+    ),
+    **dict.fromkeys(
+        ["warnings.catch_warnings", "warnings.WarningMessage"],
+        (INTROSPECT, "recorded warnings carry the file and line of the harness's frames; use "
+         "warnings.filterwarnings"),
+    ),
 }
 
 # Why a well-known module is refused, for a message a miner can act on.
