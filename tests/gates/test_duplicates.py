@@ -20,7 +20,8 @@ from prism_challenge.gates import GateStage, LlmReviewer, fingerprint
 from prism_challenge.storage import Status
 
 NOW = 2_000_000.0
-HONEST = ["causal_conv", "gpt", "lstm", "mlp_mixer", "moe"]
+HONEST = ["causal_conv", "gpt", "gpt_dropout", "grad_accum_bf16", "lstm", "mlp_mixer",
+          "moe"]
 THRESHOLD = Settings().gates.duplicate_threshold
 
 
@@ -52,7 +53,7 @@ def test_comments_docstrings_formatting_and_literals_are_invisible():
         "# a brand new model\n"
         + arch.replace('"""A tiny LSTM language model: embedding, two LSTM layers, a linear '
                        'read-out."""', '"""Something else entirely."""')
-        .replace("HIDDEN = 96", "HIDDEN   =   128  # bigger")
+        .replace("HIDDEN = 64", "HIDDEN   =   128  # bigger")
         .replace("num_layers=2", "num_layers=3")
     )
     assert tweaked != arch
