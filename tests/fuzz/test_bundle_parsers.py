@@ -144,6 +144,7 @@ def nameless_member_zip() -> bytes:
     return bytes(raw)
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # archives with a repeated member
 @PROPERTY
 @given(data=st.one_of(st.binary(max_size=300), _zips, mutated(VALID_ZIP),
                       _zips.flatmap(mutated)))
