@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
-from prism_challenge.api.errors import ApiError
+from prism_challenge.api.errors import ApiError, ErrorBody
 
 
 class Health(BaseModel):
@@ -22,7 +22,8 @@ class Health(BaseModel):
 def build(deps: ApiDeps) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["health"])
 
-    @router.get("/health", response_model=Health)
+    @router.get("/health", response_model=Health,
+                responses={503: {"model": ErrorBody, "description": "the store is unreachable"}})
     def health() -> Health:
         try:
             with deps.store.session() as session:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.params import CorpusQuery, SubmissionId
 from prism_challenge.dashboard.html import esc, page, section
 from prism_challenge.dashboard.overview_page import render_overview
 from prism_challenge.dashboard.queries import SubmissionView, load_overview, load_submission
@@ -37,7 +38,7 @@ def build(deps: ApiDeps) -> APIRouter:
 
     @router.get("/", response_class=HTMLResponse)
     @router.get("/dashboard", response_class=HTMLResponse)
-    def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
+    def overview(corpus: CorpusQuery = None) -> HTMLResponse:
         # The research share's credit comes from the registry's own reads; it is {} (and
         # reads nothing) when weights.research_share is 0, the default.
         try:
@@ -56,7 +57,7 @@ def build(deps: ApiDeps) -> APIRouter:
         )
 
     @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
-    def submission(submission_id: int) -> HTMLResponse:
+    def submission(submission_id: SubmissionId) -> HTMLResponse:
         with deps.store.session() as session:
             head = load_submission(session, submission_id)
             stored = [] if head is None else records.read(session, submission_id)

@@ -139,6 +139,8 @@ def load_spec(path: Path | str) -> DataSpec:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataInputError(f"{path}: not a JSON document: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # deep nesting; an int past the digit limit
+        raise DataInputError(f"{path}: not a usable JSON document: {type(exc).__name__}") from None
     try:
         return DataSpec.model_validate(document)
     except ValidationError as exc:

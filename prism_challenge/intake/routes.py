@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from prism_challenge.api.body import read_body
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import ApiError, ErrorBody
+from prism_challenge.api.params import SubmissionId
 from prism_challenge.bundle import MAX_WIRE_BYTES
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.intake.schemas import Receipt, SubmissionView
@@ -35,7 +36,12 @@ _BODY_DOC = {
             f"bytes), signed with the headers {', '.join(HEADERS)}."
         ),
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-    }
+    },
+    # Read by `SignedHeaders.parse`, not by FastAPI; listed so that the schema shows them.
+    "parameters": [
+        {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+        for name in HEADERS
+    ],
 }
 
 
@@ -64,7 +70,7 @@ def build(deps: ApiDeps) -> APIRouter:
         response_model=SubmissionView,
         responses={404: {"model": ErrorBody}},
     )
-    def get_submission(submission_id: int) -> SubmissionView:
+    def get_submission(submission_id: SubmissionId) -> SubmissionView:
         """Status, reason, attempts and (once scored) the score of one submission."""
         with deps.store.session() as session:
             view = submission_view(session, submission_id)

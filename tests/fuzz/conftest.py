@@ -1,0 +1,69 @@
+"""Fixtures of the boundary fuzzing: a real node (uvicorn on 127.0.0.1, SQLite) and its keys."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import bittensor
+import httpx
+import pytest
+from fuzz_kit import valid_files
+
+from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.bundle import Bundle
+from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.config.settings import Settings
+from prism_challenge.intake.signing import sign_request
+from prism_challenge.storage import Store
+
+NETUID = 7
+
+
+def make_hotkey(root: Path, name: str):
+    wallet = bittensor.Wallet(name=name, hotkey="default", path=str(root))
+    wallet.create_new_hotkey(use_password=False, overwrite=True, suppress=True)
+    return wallet.hotkey
+
+
+@dataclass
+class FuzzNode:
+    """A live node and what a fuzzing test needs to judge its answers."""
+
+    url: str
+    db: Path
+    miner: object  # a registered hotkey (bittensor Keypair)
+    stranger: object  # a hotkey the metagraph does not hold
+
+    def data_version(self) -> int:
+        """SQLite's commit counter as seen from another connection: it moves iff some other
+        connection committed a change, so an unchanged value proves nothing was written."""
+        with sqlite3.connect(self.db) as conn:
+            return conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def signed(self, signer, body: bytes) -> dict[str, str]:
+        return sign_request(signer, netuid=NETUID, body=body, timestamp=time.time()).as_http()
+
+
+@pytest.fixture(scope="module")
+def fuzz_node(tmp_path_factory) -> FuzzNode:
+    """The validator's whole app (every router) over a real SQLite store on a real server,
+    holding one accepted submission so that reads of an existing row are fuzzed too."""
+    root = tmp_path_factory.mktemp("fuzz-node")
+    miner = make_hotkey(root / "wallets", "miner")
+    stranger = make_hotkey(root / "wallets", "stranger")
+    db = root / "prism.db"
+    store = Store(f"sqlite:///{db}")
+    settings = Settings(chain={"netuid": NETUID}, validator={"work_dir": str(root / "runs")})
+    metagraph = StaticMetagraph.of([miner.ss58_address], block=10)
+    server = ApiServer(create_app(ApiDeps(settings=settings, store=store, metagraph=metagraph)))
+    url = server.start()
+    node = FuzzNode(url=url, db=db, miner=miner, stranger=stranger)
+    body = Bundle(valid_files("seed")).to_wire()
+    seeded = httpx.post(f"{url}/v1/submissions", content=body, headers=node.signed(miner, body))
+    assert seeded.status_code == 201, seeded.text
+    yield node
+    server.stop()
+    store.close()
