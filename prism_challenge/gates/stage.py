@@ -52,6 +52,8 @@ class _Candidate:
     digest: str
     accepted_at: float
     blob: bytes
+    block: int | None = None
+    uid: int | None = None
 
 
 class GateStage:
@@ -72,7 +74,9 @@ class GateStage:
             ids = list(s.scalars(
                 select(Submission.id)
                 .where(Submission.status == Status.RECEIVED.value, Submission.not_before <= now)
-                .order_by(Submission.accepted_at, Submission.id)
+                .order_by(Submission.block.is_(None), Submission.block,  # precedence order
+                          Submission.uid.is_(None), Submission.uid,
+                          Submission.accepted_at, Submission.id)
                 .limit(self.settings.gates.batch_size)
             ))
         outcomes = []
@@ -94,7 +98,8 @@ class GateStage:
             row = s.get(Submission, submission_id)
             if row is None or row.status != Status.RECEIVED.value:
                 return None
-            c = _Candidate(row.id, row.hotkey, row.digest, row.accepted_at, row.bundle)
+            c = _Candidate(row.id, row.hotkey, row.digest, row.accepted_at, row.bundle,
+                           row.block, row.uid)
         try:
             bundle = Bundle.from_wire(c.blob)
         except BundleError as exc:
@@ -110,7 +115,7 @@ class GateStage:
             match = find_original(
                 s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
                 accepted_at=c.accepted_at, fp=fp,
-                threshold=self.settings.gates.duplicate_threshold)
+                threshold=self.settings.gates.duplicate_threshold, block=c.block, uid=c.uid)
             if match is None:
                 record_fingerprint(s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
                                    accepted_at=c.accepted_at, fp=fp)

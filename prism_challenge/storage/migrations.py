@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 from prism_challenge.storage.tables import Base, SchemaVersion
 
@@ -17,7 +17,13 @@ def _v1_initial(conn: Connection) -> None:
     Base.metadata.create_all(conn)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial]
+def _v2_submission_uid(conn: Connection) -> None:
+    """Submissions record the committer's uid (precedence within a commitment block)."""
+    if "uid" not in {c["name"] for c in inspect(conn).get_columns("submissions")}:
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN uid INTEGER"))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial, _v2_submission_uid]
 LATEST = len(MIGRATIONS)
 
 
