@@ -113,6 +113,10 @@ class Intake:
     def _await_commitment(self, hotkey: str, digest: str) -> Commitment | None:
         """The hotkey's commitment once it names this bundle, polling up to
         `commitment_wait_s` (uploads may outrun the chain); else the latest one seen."""
+        expected = commitment_value(hotkey, digest)
+        seen = self.subnet.latest_commitment(hotkey)
+        if (seen is not None and seen.value == expected) or self.policy.commitment_wait_s <= 0:
+            return seen
         with self._waiting_lock:
             if hotkey in self._waiting:
                 raise ApiError(429, "COMMITMENT_WAIT", f"an upload from {hotkey} is already "
@@ -120,15 +124,13 @@ class Intake:
                                headers={"Retry-After": str(int(self.policy.commitment_wait_s))})
             self._waiting.add(hotkey)
         try:
-            expected = commitment_value(hotkey, digest)
             deadline = time.monotonic() + self.policy.commitment_wait_s
-            while True:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sleep(min(self.policy.commitment_poll_s, left))
                 seen = self.subnet.latest_commitment(hotkey)
                 if seen is not None and seen.value == expected:
-                    return seen
-                if time.monotonic() + self.policy.commitment_poll_s > deadline:
-                    return seen
-                self.sleep(self.policy.commitment_poll_s)
+                    break
+            return seen
         finally:
             with self._waiting_lock:
                 self._waiting.discard(hotkey)
