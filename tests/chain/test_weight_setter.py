@@ -78,6 +78,14 @@ def test_a_commit_reveal_subnet_gets_a_commit(setup, fake):
     assert status.last_set_block == 1100
 
 
+def test_an_empty_vector_is_never_sent(setup, fake):
+    view, setter, _, _ = setup()
+    fake.block = 1100
+    outcome = setter.offer(PLAN.model_copy(update={"uids": [], "weights_u16": []}), view)
+    assert outcome.outcome == "refused" and "no non-zero weight" in outcome.message
+    assert fake.extrinsics == []
+
+
 def test_a_stale_metagraph_makes_weights_wait(setup, fake):
     view, setter, _, status = setup()
     fake.down = True
