@@ -17,8 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from prism_challenge.api import ApiDeps, create_app
-from prism_challenge.api import health
+from prism_challenge.api import ApiDeps, create_app, health
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
