@@ -107,8 +107,9 @@ class LiveMetagraph:
     `refresh` checks the head block and re-reads the metagraph once `refresh_blocks` have
     passed. When the chain cannot be reached the last good view stays in use, marked
     `stale`: intake keeps checking registration against it and the validator keeps
-    evaluating, but weights wait for a fresh view. Before any view was read, asking who is
-    registered raises `ChainUnavailable` (intake answers 503) rather than guessing.
+    evaluating, but weights wait for a fresh view. Before any view was read, asking whether
+    a hotkey is registered raises `ChainUnavailable` (intake answers 503) rather than
+    guessing.
     """
 
     def __init__(self, client: ChainClient, *, refresh_blocks: int = 5,
@@ -149,11 +150,12 @@ class LiveMetagraph:
         return self._graph
 
     def uid_of(self, hotkey: str) -> int | None:
-        self._view()
+        """None also before any view was read (a plan then burns; weights wait anyway)."""
         return self._index.get(hotkey)
 
     def is_registered(self, hotkey: str) -> bool:
-        return self.uid_of(hotkey) is not None
+        self._view()  # intake must not refuse a miner as unregistered on no information
+        return hotkey in self._index
 
     def neuron(self, hotkey: str) -> bittensor.MetagraphNeuron | None:
         return self._view().by_hotkey(hotkey)

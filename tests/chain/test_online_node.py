@@ -15,6 +15,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.chain.factory import connect
 from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.config.settings import Settings
+from prism_challenge.intake.signing import sign_submission
 from prism_challenge.submit import SubmissionClient
 from prism_challenge.validator.demo import free_port
 from prism_challenge.validator.node import ValidatorNode
@@ -51,15 +52,22 @@ def online_node(fake, wallets, prepared_data, tmp_path):
         validator={"epoch_s": 0.2, "poll_s": 0.2, "work_dir": str(tmp_path / "runs")},
         llm={"enabled": False},
     )
-    node = ValidatorNode(settings, chain=connect(settings, substrate=fake))
-    node.start()
-    yield node, settings
-    node.stop(timeout_s=30)
+    nodes = []
+
+    def start():
+        node = ValidatorNode(settings, chain=connect(settings, substrate=fake))
+        node.start()
+        nodes.append(node)
+        return node, settings
+
+    yield start
+    for node in nodes:
+        node.stop(timeout_s=30)
 
 
 def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
         online_node, fake, wallets):
-    node, settings = online_node
+    node, settings = online_node()
     health = httpx.get(f"{node.url}/v1/health", timeout=10).json()
     assert (health["block"], health["stale"], health["hotkey"]) == (
         1000, False, wallets["validator"].hotkey.ss58_address)
@@ -96,3 +104,19 @@ def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
     assert "prism_chain_metagraph_stale 1.0" in metrics
     assert 'prism_weights_attempts_total{outcome="set"} 1.0' in metrics
     assert len(fake.sent("set_mechanism_weights")) == 1
+
+
+def test_a_validator_started_while_the_chain_is_down_waits_for_it(online_node, fake, wallets):
+    fake.down = True
+    node, _ = online_node()
+    health = httpx.get(f"{node.url}/v1/health", timeout=10).json()
+    assert (health["stale"], health["block"]) == (True, None)
+    body = Bundle({"architecture.py": TINY_ARCH, "training.py": TINY_TRAIN}).to_wire()
+    headers = sign_submission(wallets["miner"], body, receiver=node.hotkey)
+    refused = httpx.post(f"{node.url}/v1/submissions", content=body, headers=headers)
+    assert refused.status_code == 503 and refused.json()["rule"] == "CHAIN_UNAVAILABLE"
+    assert fake.extrinsics == []  # no weights, no axon without a view of the subnet
+    fake.down = False
+    wait_for(lambda: not httpx.get(f"{node.url}/v1/health", timeout=10).json()["stale"], 10,
+             "the first metagraph")
+    wait_for(lambda: fake.sent("serve_axon"), 10, "ServeAxon once the chain is back")

@@ -18,6 +18,7 @@ def test_the_metagraph_is_reread_only_when_refresh_blocks_have_passed(client, fa
     view = LiveMetagraph(client(), refresh_blocks=5, status=status)
     with pytest.raises(ChainUnavailable, match="no metagraph"):
         view.is_registered("anyone")  # nothing read yet: never guess
+    assert view.uid_of("anyone") is None and view.stale
     assert view.refresh() is True
     assert (view.n, view.block, view.stale) == (4, 1000, False)
     fake.neurons.append(Neuron("5newcomer"))
