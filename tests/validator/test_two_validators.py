@@ -10,14 +10,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import bittensor
 import httpx
 import pytest
 import yaml
-from validator_kit import ROOT, TINY
+from validator_kit import ROOT, TINY, wait_for
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
@@ -52,16 +51,6 @@ def variant(src: Path, dst: Path, lr: str) -> Path:
 
 def status_of(url: str, sid: int) -> dict:
     return httpx.get(f"{url}/v1/submissions/{sid}", timeout=10).json()
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def submitted(out: str) -> dict[str, int]:
