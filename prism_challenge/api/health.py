@@ -17,6 +17,8 @@ class Health(BaseModel):
     netuid: int
     mode: str
     block: int | None
+    hotkey: str | None  # sign submissions for this receiver
+    stale: bool  # the chain is unreachable and an older metagraph is in use
 
 
 def build(deps: ApiDeps) -> APIRouter:
@@ -36,6 +38,8 @@ def build(deps: ApiDeps) -> APIRouter:
             netuid=deps.settings.chain.netuid,
             mode=deps.settings.mode,
             block=deps.metagraph.block,
+            hotkey=deps.hotkey,
+            stale=deps.metagraph.stale,
         )
 
     return router

@@ -9,23 +9,17 @@ from typing import Annotated
 import typer
 from rich.logging import RichHandler
 
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.config.settings import Settings
-
-
-def with_chain_flags(settings: Settings, *, netuid: int | None, network: str | None,
-                     wallet_name: str | None, wallet_hotkey: str | None,
-                     wallet_path: str | None, port: int | None = None) -> Settings:
-    """Bittensor-style flags win over the config file and the environment."""
-    def pick(**values):
-        return {k: v for k, v in values.items() if v is not None}
-
-    return settings.model_copy(update={
-        "chain": settings.chain.model_copy(update=pick(netuid=netuid, network=network)),
-        "wallet": settings.wallet.model_copy(
-            update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
-        "intake": settings.intake.model_copy(update=pick(port=port)),
-    })
+from prism_challenge.cli.common import (
+    ConfigOption,
+    NetuidOption,
+    NetworkOption,
+    WalletHotkeyOption,
+    WalletNameOption,
+    WalletPathOption,
+    fail,
+    settings_from,
+    with_chain_flags,
+)
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -40,13 +34,11 @@ def setup_logging(verbose: bool = False) -> None:
 
 def validator(
     config: ConfigOption = None,
-    netuid: Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")] = None,
-    network: Annotated[
-        str | None, typer.Option("--subtensor.network", help="finney, test, local or ws://...")
-    ] = None,
-    wallet_name: Annotated[str | None, typer.Option("--wallet.name")] = None,
-    wallet_hotkey: Annotated[str | None, typer.Option("--wallet.hotkey")] = None,
-    wallet_path: Annotated[str | None, typer.Option("--wallet.path")] = None,
+    netuid: NetuidOption = None,
+    network: NetworkOption = None,
+    wallet_name: WalletNameOption = None,
+    wallet_hotkey: WalletHotkeyOption = None,
+    wallet_path: WalletPathOption = None,
     port: Annotated[int | None, typer.Option("--port", help="Intake API port.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:

@@ -31,7 +31,31 @@ class ChainSettings(Section):
     mode: Literal["local", "online"] = "local"
     metagraph_file: Path | None = None
     allow_any_hotkey: bool = True
-    sync_interval_s: float = Field(300.0, gt=0)
+    local_ledger: Path = Path("prism-data/local-chain.db")
+    refresh_blocks: int = Field(5, ge=1)
+    poll_s: float = Field(12.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    period_blocks: int = Field(16, ge=4, le=4096)
+    retries: int = Field(3, ge=0, le=20)
+    backoff_s: float = Field(2.0, ge=0)
+    commitment_wait_s: float = Field(36.0, ge=0, le=600)
+    serve_address: str | None = None
+
+    @model_validator(mode="after")
+    def _serve_address_is_ip_port(self) -> ChainSettings:
+        if self.serve_address is not None:
+            import ipaddress
+
+            host, _, port = self.serve_address.rpartition(":")
+            try:
+                ipaddress.ip_address(host.strip("[]"))
+                ok = 0 < int(port) < 65536
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"chain.serve_address must be ip:port (a public IP address, "
+                                 f"not a name), not {self.serve_address!r}")
+        return self
 
 
 class WalletSettings(Section):
@@ -93,6 +117,7 @@ class GatesSettings(Section):
 
     duplicate_threshold: float = Field(0.85, gt=0, le=1)
     batch_size: int = Field(32, ge=1)
+    settle_s: float = Field(0.0, ge=0, le=3600)
 
 
 class SandboxSettings(Section):

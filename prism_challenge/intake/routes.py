@@ -19,12 +19,15 @@ from prism_challenge.intake.status import submission_view
 _REFUSALS = {
     code: {"model": ErrorBody, "description": text}
     for code, text in {
-        401: "missing/malformed signing headers, stale timestamp, wrong netuid, bad signature",
+        401: "missing/malformed auth headers, signed for another validator, stale, bad "
+             "signature",
         403: "hotkey not registered on the subnet",
-        409: "nonce replayed, or an exact copy of another hotkey's submission",
+        409: "nonce replayed, no or another commitment, or an exact copy of an earlier "
+             "committed submission",
         413: "request body over intake.max_body_bytes",
         422: "the bundle breaks a rule (the rule id and file are in the body)",
-        429: "per-hotkey rate limit (see Retry-After)",
+        429: "per-hotkey rate limit, or an upload already waiting for its commitment",
+        503: "this validator cannot check commitments now (chain unreachable)",
     }.items()
 }
 
@@ -47,7 +50,8 @@ _BODY_DOC = {
 
 def build(deps: ApiDeps) -> APIRouter:
     policy = IntakePolicy.from_settings(deps.settings)
-    intake = Intake(deps.store, deps.metagraph, policy, deps.clock)
+    intake = Intake(deps.store, deps.metagraph, policy, deps.clock, hotkey=deps.hotkey,
+                    subnet=deps.subnet, settle_s=deps.settings.gates.settle_s)
     router = APIRouter(prefix="/v1", tags=["submissions"])
 
     @router.post(
@@ -60,7 +64,10 @@ def build(deps: ApiDeps) -> APIRouter:
     async def create_submission(request: Request, response: Response) -> Receipt:
         """Accept a signed bundle (201), or return the earlier submission of it (200)."""
         body = await read_body(request, intake.policy.max_body_bytes)
-        receipt = await run_in_threadpool(intake.submit, request.headers, body)
+        target = request.scope.get("root_path", "") + request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        receipt = await run_in_threadpool(intake.submit, request.headers, body, target)
         if receipt.idempotent:
             response.status_code = 200
         return receipt

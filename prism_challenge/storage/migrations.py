@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 from prism_challenge.storage.tables import Base, SchemaVersion, Verification
 
@@ -21,7 +21,15 @@ def _v2_verifications(conn: Connection) -> None:
     Verification.__table__.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial, _v2_verifications]
+def _v3_submission_uid(conn: Connection) -> None:
+    """Submissions record the committer's uid (precedence within a commitment block)."""
+    if "uid" not in {c["name"] for c in inspect(conn).get_columns("submissions")}:
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN uid INTEGER"))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1_initial, _v2_verifications, _v3_submission_uid,
+]
 LATEST = len(MIGRATIONS)
 
 

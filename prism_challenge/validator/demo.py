@@ -1,7 +1,8 @@
 """The local end-to-end demo: a real validator process and real miners, on one machine.
 
-Prepare the (demo) data if needed, make throwaway miner wallets and a local metagraph,
-start `prism validator` as a subprocess, submit bundles with `prism submit` subprocesses,
+Prepare the (demo) data if needed, make throwaway wallets (the validator's and the miners')
+and a local metagraph, start `prism validator` as a subprocess, submit bundles with
+`prism submit` subprocesses (each commits its bundle in the local ledger, then uploads it),
 follow them to their scores, print the leaderboard and the dry-run weights plan, and stop
 the validator with SIGTERM. The same driver is the end-to-end test.
 """
@@ -77,7 +78,10 @@ class Demo:
         doc = self.settings.model_dump(mode="json")
         doc["storage"]["url"] = f"sqlite:///{self.work / 'prism.db'}"
         doc["chain"].update(mode="local", allow_any_hotkey=False,
-                            metagraph_file=str(self.work / "metagraph.json"))
+                            metagraph_file=str(self.work / "metagraph.json"),
+                            local_ledger=str(self.work / "local-chain.db"))
+        doc["wallet"] = {"name": "validator", "hotkey": "default",
+                         "path": str(self.work / "wallets")}
         doc["validator"].update(work_dir=str(self.work / "runs"),
                                 poll_s=min(doc["validator"]["poll_s"], 0.5))
         doc["intake"].update(host="127.0.0.1", port=port)
@@ -93,9 +97,11 @@ class Demo:
     def run(self) -> dict[int, dict]:
         self.work.mkdir(parents=True, exist_ok=True)
         (self.work / "prism.db").unlink(missing_ok=True)
+        (self.work / "local-chain.db").unlink(missing_ok=True)
         ensure_data(self.settings, self.console)
         names = ["burn"] + [f"miner{i}" for i in range(len(self.bundles))]
         hotkeys = make_wallets(self.work / "wallets", names)
+        make_wallets(self.work / "wallets", ["validator"])
         port = free_port()
         config = self.config(hotkeys, port)
         url = f"http://127.0.0.1:{port}"

@@ -2,9 +2,11 @@
 
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
 loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
-bottleneck) and the epoch loop. SIGTERM/SIGINT stop it gracefully: in-flight sandboxes are
-cancelled and their submissions go back to the queue; a SIGKILL is handled at the next start
-by `recovery`.
+bottleneck), the epoch loop and, online, the chain loop (metagraph refresh on a block
+schedule, intake address published when it changed). The node's identity is its wallet's
+hotkey: submissions are signed for it, and it sets the weights. SIGTERM/SIGINT stop it
+gracefully: in-flight sandboxes are cancelled and their submissions go back to the queue; a
+SIGKILL is handled at the next start by `recovery`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import threading
 import time
 from pathlib import Path
 
+import bittensor
+
 from prism_challenge.api import ApiDeps, ApiServer, create_app
-from prism_challenge.chain.factory import make_metagraph
+from prism_challenge.chain.factory import ChainAccess, connect
+from prism_challenge.chain.subtensor import ChainUnavailable
+from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.config.settings import Settings
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
@@ -29,16 +35,30 @@ from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.weights.chain import WeightSetter
 
 log = logging.getLogger("prism.validator")
 
 
 class ValidatorNode:
-    def __init__(self, settings: Settings, *, reviewer: LlmReviewer | None = None) -> None:
+    def __init__(self, settings: Settings, *, reviewer: LlmReviewer | None = None,
+                 chain: ChainAccess | None = None) -> None:
+        """Raises ValueError (with the fix) when the validator's wallet cannot be loaded."""
         self.settings = settings
         self.stop_event = threading.Event()
+        try:
+            self.wallet = load_wallet(settings.wallet.name, settings.wallet.hotkey,
+                                      settings.wallet.path)
+        except WalletError as exc:
+            raise ValueError(f"the validator's own wallet: {exc}") from None
+        self.hotkey = self.wallet.hotkey.ss58_address
+        self.chain = chain or connect(settings)
+        self.metagraph = self.chain.metagraph
+        self.setter = None
+        if self.chain.client is not None and not settings.weights.dry_run:
+            self.setter = WeightSetter(self.chain.client, self.wallet, settings,
+                                       status=self.chain.status)
         self.store = Store(settings.storage.url)
-        self.metagraph = make_metagraph(settings)
         backend = make_backend(settings.sandbox.backend,
                                docker_image=settings.sandbox.docker_image)
         self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
@@ -51,10 +71,12 @@ class ValidatorNode:
                              cancel=self.stop_event)
             for _ in range(settings.validator.slots)
         ]
-        self.server = ApiServer(create_app(ApiDeps(settings, self.store, self.metagraph)),
-                                settings.intake.host, settings.intake.port)
+        deps = ApiDeps(settings, self.store, self.metagraph, hotkey=self.hotkey,
+                       subnet=self.chain.subnet, chain_status=self.chain.status)
+        self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
+        self._warned_unserved = False
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> str:
@@ -65,8 +87,11 @@ class ValidatorNode:
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
         self.url = self.server.start()
-        log.info("intake API listening on %s", self.url)
+        log.info("intake API listening on %s as validator %s", self.url, self.hotkey)
+        self._publish_address()
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
+        if self.chain.client is not None:
+            loops.append(("chain", self._chain_loop))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
         for name, target in loops:
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
@@ -79,6 +104,7 @@ class ValidatorNode:
         for thread in self._threads:
             thread.join(timeout_s)
         self.server.stop()
+        self.chain.close()
         self.store.close()
         log.info("validator stopped")
 
@@ -125,4 +151,27 @@ class ValidatorNode:
 
     def _epoch_loop(self) -> None:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
-            run_epoch(self.settings, self.store, self.metagraph, self.registry)
+            run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter)
+
+    def _chain_loop(self) -> None:
+        while not self.stop_event.wait(self.settings.chain.poll_s):
+            if self.chain.refresh():
+                self._publish_address()
+
+    def _publish_address(self) -> None:
+        """Put this node's intake address where miners look (only when it changed)."""
+        address = self.settings.chain.serve_address
+        if address is None and self.chain.client is None:
+            address = self.url.removeprefix("http://")  # local: where it really listens
+        if address is None:
+            if not self._warned_unserved:
+                log.warning("chain.serve_address is not set: miners cannot discover this "
+                            "validator (they need --url)")
+                self._warned_unserved = True
+            return
+        host, _, port = address.rpartition(":")
+        try:
+            log.info("intake address: %s", self.chain.subnet.serve(self.wallet, host.strip("[]"),
+                                                                   int(port)))
+        except (ChainUnavailable, bittensor.BittensorError) as exc:
+            log.warning("intake address not published: %s", exc)
