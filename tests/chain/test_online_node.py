@@ -40,8 +40,9 @@ def online_node(fake, wallets, prepared_data, tmp_path):
     settings = Settings(
         storage={"url": f"sqlite:///{tmp_path / 'prism.db'}"},
         data={"root": str(prepared_data)},
-        challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30,
-                   "val_tokens": 1024},
+        challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
+        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
+                 "heldout_cuts_per_row": 4},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
         chain={"mode": "online", "network": "local", "netuid": NETUID, "poll_s": 0.1,
                "refresh_blocks": 1, "serve_address": f"127.0.0.1:{port}",

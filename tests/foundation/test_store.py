@@ -58,7 +58,7 @@ def test_migration_is_idempotent_and_versioned(tmp_path):
     store.close()
 
 
-def test_a_v1_store_gains_the_submission_uid_column(tmp_path):
+def test_a_v1_store_gains_the_verifications_table_and_the_submission_uid_column(tmp_path):
     url = f"sqlite:///{tmp_path / 'v1.db'}"
     Store(url).close()
     raw = sqlite3.connect(tmp_path / "v1.db")
@@ -66,6 +66,7 @@ def test_a_v1_store_gains_the_submission_uid_column(tmp_path):
                 "updated_at, not_before, reviewed, bundle) values "
                 "('d', 'h', 'received', 0, 1.0, 7, 1.0, 0.0, 'pending', x'00')")
     raw.execute("alter table submissions drop column uid")  # what a v1 store looks like
+    raw.execute("drop table verifications")
     raw.execute("update schema_version set version = 1")
     raw.commit()
     raw.close()
@@ -75,7 +76,8 @@ def test_a_v1_store_gains_the_submission_uid_column(tmp_path):
         assert (row.block, row.uid) == (7, None)
         row.uid = 3
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version from schema_version")).scalar() == LATEST == 2
+        assert conn.execute(text("select version from schema_version")).scalar() == LATEST == 3
+        assert conn.execute(text("select count(*) from verifications")).scalar() == 0
     store.close()
 
 
