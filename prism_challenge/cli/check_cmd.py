@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from prism_challenge.bundle import Bundle, BundleError
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.cli.common import ConfigOption, fail, plain, settings_from
 
 
 @contextmanager
@@ -51,7 +51,8 @@ def load_bundle(bundle_dir: Path, console: Console) -> Bundle:
     try:
         return Bundle.from_dir(bundle_dir)
     except BundleError as exc:
-        console.print(f"[bold red]FAIL[/] bundle [{exc.rule}]: {exc}", highlight=False)
+        console.print(plain("FAIL", "bold red") + plain(f" bundle [{exc.rule}]: {exc}"),
+                      highlight=False)
         raise typer.Exit(1) from None
 
 
@@ -75,7 +76,7 @@ def check(
     err = Console(stderr=True)
     with local_run_errors(root):
         report = check_bundle(bundle, settings, root, smoke_rows=smoke_rows,
-                              on_event=lambda msg: err.print(f"[dim]… {msg}[/]"))
+                              on_event=lambda msg: err.print(plain(f"… {msg}", "dim")))
     title = f"prism check {bundle.meta.name or bundle_dir} ({bundle.digest[:12]})"
     if report.record is not None:
         title += f": smoke run of {report.smoke_rows} rows on {report.record.corpus}"

@@ -82,7 +82,7 @@ def submit(
             f"(status {receipt.status}, hotkey {receipt.hotkey})"
         )
         try:
-            brief = client.program_brief()
+            brief = client.program_brief(hotkey=receipt.hotkey)
         except SubmitError as exc:
             typer.echo(f"(the research brief could not be fetched: {exc})")
             brief = None

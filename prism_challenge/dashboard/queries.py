@@ -8,14 +8,17 @@ single session its route opens and returns plain frozen values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
+from prism_challenge.dashboard.journal_page import JournalView
 from prism_challenge.dashboard.records import RunDigest
+from prism_challenge.registry.credit import credit_table
+from prism_challenge.registry.service import journal_page, read_state
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage.lifecycle import FINAL, Status
@@ -64,6 +67,7 @@ class Overview:
     plan_error: str | None
     queue: list[SubmissionRow]  # open ones oldest first, then the latest final ones
     hypotheses: list[dict]  # the registry's materialised rows (posteriors panel input)
+    research_credit: dict[str, float] = field(default_factory=dict)  # hotkey -> pot share
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,22 @@ def load_overview(
         plan_error=plan_error,
         queue=load_queue(session, queue_rows),
         hypotheses=hypotheses,
+        research_credit=dict(research_credit or {}),
     )
+
+
+def load_journal(session: Session, settings: Settings, *, offset: int, limit: int
+                 ) -> JournalView:
+    """The journal page: entries from the store, credit and notes from the registry's stored
+    state (read as it is; nothing is seeded)."""
+    total, entries = journal_page(session, offset=offset, limit=limit)
+    state = read_state(session, settings.registry)
+    credit = [] if state is None else credit_table(state, settings.registry)
+    notes = {} if state is None else {
+        hid: (state.hypotheses[hid].statement, items) for hid, items in state.notes.items()
+    }
+    return JournalView(total=total, offset=offset, entries=entries, credit=credit,
+                       credit_cap=settings.registry.credit_cap, notes=notes)
 
 
 def load_submission(session: Session, submission_id: int) -> SubmissionHead | None:

@@ -14,8 +14,14 @@ from fastapi.responses import HTMLResponse
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.dashboard.html import esc, page, section
+from prism_challenge.dashboard.journal_page import PAGE, render_journal
 from prism_challenge.dashboard.overview_page import render_overview
-from prism_challenge.dashboard.queries import SubmissionView, load_overview, load_submission
+from prism_challenge.dashboard.queries import (
+    SubmissionView,
+    load_journal,
+    load_overview,
+    load_submission,
+)
 from prism_challenge.dashboard.records import RecordCache
 from prism_challenge.dashboard.submission_page import render_submission
 from prism_challenge.weights.research import registry_credit
@@ -38,8 +44,8 @@ def build(deps: ApiDeps) -> APIRouter:
     @router.get("/", response_class=HTMLResponse)
     @router.get("/dashboard", response_class=HTMLResponse)
     def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
-        # The research share's credit comes from the registry's own reads; it is {} (and
-        # reads nothing) when weights.research_share is 0, the default.
+        # The research share's credit comes from the registry's own read of its stored
+        # state; it is {} (and reads nothing) when weights.research_share is 0.
         try:
             credit, credit_error = registry_credit(deps.store, deps.settings), None
         except ValueError as exc:  # e.g. a ledger the registry refuses to replay
@@ -54,6 +60,13 @@ def build(deps: ApiDeps) -> APIRouter:
         return HTMLResponse(
             page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
         )
+
+    @router.get("/dashboard/journal", response_class=HTMLResponse)
+    def journal(offset: int = Query(0, ge=0, le=10**9)) -> HTMLResponse:
+        with deps.store.session() as session:
+            view = load_journal(session, deps.settings, offset=offset, limit=PAGE)
+        return HTMLResponse(page("Research journal", render_journal(view), meta=meta(),
+                                 refresh_s=cfg.refresh_s))
 
     @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
     def submission(submission_id: int) -> HTMLResponse:

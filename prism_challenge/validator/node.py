@@ -2,9 +2,9 @@
 
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
 loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
-bottleneck) and the epoch loop. SIGTERM/SIGINT stop it gracefully: in-flight sandboxes are
-cancelled and their submissions go back to the queue; a SIGKILL is handled at the next start
-by `recovery`.
+bottleneck), the epoch loop and the research loop (the registry's LLM proposals).
+SIGTERM/SIGINT stop it gracefully: in-flight sandboxes are cancelled and their submissions go
+back to the queue; a SIGKILL is handled at the next start by `recovery`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from prism_challenge.chain.factory import make_metagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
@@ -42,6 +43,7 @@ class ValidatorNode:
                                docker_image=settings.sandbox.docker_image)
         self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
         self.registry = Registry(self.store, settings)
+        self.research = ResearchLoop.from_settings(settings, self.registry)
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
@@ -65,6 +67,8 @@ class ValidatorNode:
         self.url = self.server.start()
         log.info("intake API listening on %s", self.url)
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
+        if self.research is not None:
+            loops.append(("research", lambda: self.research.run(self.stop_event)))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
         for name, target in loops:
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)

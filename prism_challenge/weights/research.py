@@ -1,7 +1,7 @@
 """The research share's default source: the registry's hotkey -> credit (DESIGN §9).
 
-Read only when `weights.research_share > 0`, so a winner-take-all node never opens (or
-seeds) the registry's ledger just to compute weights.
+Read only when `weights.research_share > 0`, and read-only: the stored registry state is
+read as it is, never seeded, so computing weights writes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from prism_challenge.storage import Store
 def registry_credit(store: Store, settings: Settings) -> dict[str, float]:
     if settings.weights.research_share <= 0:
         return {}
-    from prism_challenge.registry import Registry
+    from prism_challenge.registry.credit import research_credits
+    from prism_challenge.registry.service import read_state
 
-    return Registry(store, settings).research_credits()
+    with store.session() as session:
+        state = read_state(session, settings.registry)
+    return {} if state is None else research_credits(state)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from fastapi import FastAPI
 
 from prism_challenge.api.server import ApiServer
-from prism_challenge.config.settings import RegistrySettings
+from prism_challenge.config.settings import LlmSettings, RegistrySettings
 from prism_challenge.registry import Observation
 
 
@@ -43,12 +44,14 @@ def cfg() -> RegistrySettings:
 
 class LlmStub:
     """Answers /v1/chat/completions with the next queued content (a JSON string), records
-    each request, and can be told to fail with an HTTP status."""
+    each request, and can be told to fail with an HTTP status or to answer after `delay_s`
+    (longer than the client's timeout: a timeout)."""
 
     def __init__(self) -> None:
         self.answers: list[str] = []
         self.requests: list[dict] = []
         self.fail_status: int | None = None
+        self.delay_s = 0.0
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
@@ -56,6 +59,8 @@ class LlmStub:
             from fastapi.responses import JSONResponse
 
             self.requests.append(body)
+            if self.delay_s:
+                time.sleep(self.delay_s)
             if self.fail_status is not None:
                 return JSONResponse({"error": {"message": "down"}}, status_code=self.fail_status)
             content = self.answers.pop(0) if self.answers else "{}"
@@ -71,6 +76,11 @@ class LlmStub:
     def queue(self, doc: dict) -> None:
         self.answers.append(json.dumps(doc))
 
+    def user_doc(self, i: int = -1) -> dict:
+        """The JSON brief the registry sent in request `i`."""
+        return json.loads(next(m["content"] for m in self.requests[i]["messages"]
+                               if m["role"] == "user"))
+
 
 @pytest.fixture
 def llm():
@@ -81,8 +91,16 @@ def llm():
 
 
 @pytest.fixture
-def client(llm):
-    import openai
+def llm_settings(llm) -> LlmSettings:
+    """The node's `llm` section pointed at the stub (short timeout, so a slow answer is a
+    timeout)."""
+    return LlmSettings(base_url=f"{llm.server.url}/v1", model="stub-model", timeout_s=2.0,
+                       api_key_env="PRISM_TEST_LLM_KEY")
 
-    return openai.OpenAI(base_url=f"{llm.server.url}/v1", api_key="test", max_retries=0,
-                         timeout=10)
+
+@pytest.fixture
+def client(llm_settings, monkeypatch):
+    from prism_challenge.registry import make_client
+
+    monkeypatch.setenv("PRISM_TEST_LLM_KEY", "test")
+    return make_client(llm_settings)

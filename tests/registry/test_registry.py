@@ -150,19 +150,6 @@ def test_checkpoint_journal_every_n_observations(store):
     assert journal[1]["shares"]["H001"][1] == 0.0
 
 
-def test_research_credits_reward_filling_cells_and_deciding(store):
-    reg = Registry(store, RegistrySettings(), seeds=[OPT])
-    _feed(reg, 24)
-    credits = reg.research_credits()
-    assert sum(credits.values()) == pytest.approx(1.0)
-    # 10 runs completed a pair while H001 was open (1 point each; the 11th and 12th pairs
-    # came after the decision and earn nothing); the one that decided it earned 3 more
-    decided_by = f"hk{reg.state().hypotheses['H001'].decided_at - 1}"
-    assert credits[decided_by] == pytest.approx(4 / 13)
-    assert len(credits) == 10
-    assert reg.research_credits() == credits
-
-
 def test_theory_graph_links_claims_sharing_an_axis(store):
     reg = Registry(store, Settings())
     graph = reg.theory_graph()
