@@ -23,6 +23,7 @@ class JournalView:
     credit: list[dict]  # registry.credit_table rows
     credit_cap: float
     notes: dict[str, tuple[str, list[dict]]]  # hid -> (statement, notes)
+    error: str | None = None  # why credit and notes could not be read
 
 
 def credit_html(rows: list[dict], cap: float) -> str:
@@ -114,8 +115,10 @@ def render_journal(view: JournalView) -> str:
         '<p class="muted">no research cycle yet</p>')
     nav = f"<p>{view.total} entries. {' · '.join(pages)} · " + link(
         "/v1/journal.md", "journal.md") + "</p>"
+    error = f'<p>{badge("unavailable", "warn")} {esc(view.error)}</p>' if view.error else ""
     return "".join([
-        section("Research credit", credit_html(view.credit, view.credit_cap), anchor="credit"),
+        section("Research credit", error + credit_html(view.credit, view.credit_cap),
+                anchor="credit"),
         section("Operator notes", notes_html(view.notes), anchor="notes"),
         section("Journal", nav + entries, anchor="journal"),
     ])

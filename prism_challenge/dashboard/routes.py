@@ -6,8 +6,6 @@ Read-only HTML, one store session per page, no scripts (the page reloads itself 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
@@ -24,7 +22,6 @@ from prism_challenge.dashboard.queries import (
 )
 from prism_challenge.dashboard.records import RecordCache
 from prism_challenge.dashboard.submission_page import render_submission
-from prism_challenge.weights.research import registry_credit
 
 
 def build(deps: ApiDeps) -> APIRouter:
@@ -44,19 +41,9 @@ def build(deps: ApiDeps) -> APIRouter:
     @router.get("/", response_class=HTMLResponse)
     @router.get("/dashboard", response_class=HTMLResponse)
     def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
-        # The research share's credit comes from the registry's own read of its stored
-        # state; it is {} (and reads nothing) when weights.research_share is 0.
-        try:
-            credit, credit_error = registry_credit(deps.store, deps.settings), None
-        except ValueError as exc:  # e.g. a ledger the registry refuses to replay
-            credit, credit_error = {}, f"research credit unavailable: {exc}"
         with deps.store.session() as session:
-            view = load_overview(
-                session, deps.settings, deps.metagraph, corpus=corpus,
-                research_credit=credit, queue_rows=cfg.queue_rows,
-            )
-        if credit_error is not None:  # a plan without the research share would be wrong
-            view = replace(view, plan=None, plan_error=credit_error)
+            view = load_overview(session, deps.settings, deps.metagraph, corpus=corpus,
+                                 queue_rows=cfg.queue_rows)
         return HTMLResponse(
             page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
         )

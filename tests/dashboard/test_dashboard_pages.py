@@ -41,9 +41,10 @@ def test_overview_of_the_demo_corpus(store, serve):
     assert 'href="/?corpus=fineweb-edu"' in html
     assert f'href="/dashboard/submissions/{ids["leader"]}"' in html
     weights = table(html, "weights")
-    assert weights[1] == [
+    assert weights[1] == [  # uid 0 leads and is the burn uid: the unpaid research share
         "0", short(HOTKEYS[0]), "1.0000", "65535", "1.5000",
-        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)",
+        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)"
+        "; burn: unassigned share 0.1",
     ]
     assert "dry run: nothing is set on-chain" in html
 
