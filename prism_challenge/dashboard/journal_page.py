@@ -28,11 +28,12 @@ class JournalView:
 
 def credit_html(rows: list[dict], cap: float) -> str:
     head = (f'<p class="muted">Points over the credit window: 1 per run used as matched '
-            f"evidence on an open claim (once per claim, cell and stratum), 3 for deciding a "
-            f"claim; at most {cap:g} per hotkey.</p>")
+            f"evidence on an open claim, 3 for the run that decides a claim; one paid run per "
+            f"design and hotkey (near-duplicates earn nothing); at most {cap:g} per "
+            "hotkey.</p>")
     return head + table(
-        ["hotkey", "points", "share of the research pot", "grants", "cap"],
-        [[hotkey(r["hotkey"]), num(r["points"], 2), f"{r['share']:.2%}", str(r["grants"]),
+        ["hotkey", "points", "share of the research pot", "runs paid", "cap"],
+        [[hotkey(r["hotkey"]), num(r["points"], 2), f"{r['share']:.2%}", str(r["runs"]),
           badge("capped", "warn") if r["capped"] else ""] for r in rows],
         numeric=(1, 2, 3), empty="no research credit in the window yet",
     )

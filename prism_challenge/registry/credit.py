@@ -9,15 +9,19 @@ earns `DECIDE_POINTS` more.
 
 Two limits make farming pointless, and both are pure functions of the ledger:
 
-- **One credit per evidence slot.** A slot is (claim, cell, stratum): where the run sits in
-  the contrast. A near-duplicate of a credited run (same design, another seed or a renamed
-  variable) lands in the same slot and earns nothing while the first is in the window.
+- **One paid run per design.** A run's design is its arm on every axis. Once a run of a
+  hotkey has been paid in the window, another run of the same hotkey with the same design
+  (a near-duplicate: the same bundle resubmitted, a renamed variable, another seed) earns
+  nothing, whichever claim it serves. Two different designs are two experiments.
 - **A cap per hotkey per window.** At most `credit_cap` points within the last
   `credit_window` observations; a grant beyond it is cut to what is left.
+
+A credit entry is [observation index, hotkey, points, design, run index].
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 
 from prism_challenge.registry.state import HypState, RegistryState
@@ -26,31 +30,38 @@ FILL_POINTS = 1.0
 DECIDE_POINTS = 3.0
 
 
-def credit_contrast(
-    state: RegistryState, h: HypState, stratum: str, runs: list[tuple[str, str, int]], cfg
-) -> None:
-    """Credit the runs of one contrast of `h`: (cell, hotkey, run index) each, the new run
-    included. Call only while `h` is active (before the contrast updates its status)."""
-    for cell, hotkey, run in runs:
-        if run > h.created_at:
-            _grant(state, hotkey, FILL_POINTS, f"{h.id}|{cell}|{stratum}", cfg)
+def design_of(arms: dict[str, str]) -> str:
+    """A run's design: a digest of its arms on every axis."""
+    text = ",".join(f"{k}={v}" for k, v in sorted(arms.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def credit_decision(state: RegistryState, h: HypState, hotkey: str, cfg) -> None:
-    _grant(state, hotkey, DECIDE_POINTS, f"{h.id}|decided", cfg)
+def credit_contrast(state: RegistryState, h: HypState, runs: list, cfg) -> None:
+    """Credit the runs (queue entries [hotkey, bpb, run index, submission id, design]) of
+    one contrast of `h`, the new run first. Call only while `h` is active, before the
+    contrast updates its status."""
+    for entry in runs:
+        if entry[2] > h.created_at:
+            _grant(state, entry, FILL_POINTS, cfg)
 
 
-def _grant(state: RegistryState, hotkey: str, points: float, slot: str, cfg) -> None:
+def credit_decision(state: RegistryState, run: list, cfg) -> None:
+    _grant(state, run, DECIDE_POINTS, cfg)
+
+
+def _grant(state: RegistryState, entry: list, points: float, cfg) -> None:
+    hotkey, run = entry[0], entry[2]
+    design = entry[4] if len(entry) > 4 else f"run:{run}"  # entries of older snapshots
     held = 0.0
-    for entry in state.credits:
-        if entry[1] != hotkey:
+    for c in state.credits:
+        if c[1] != hotkey:
             continue
-        if len(entry) > 3 and entry[3] == slot:
-            return  # this hotkey already earned this slot in the window
-        held += entry[2]
+        if len(c) > 4 and c[3] == design and c[4] != run:
+            return  # a near-duplicate of a run of this hotkey that was already paid
+        held += c[2]
     room = cfg.credit_cap - held
     if room > 1e-12:
-        state.credits.append([state.n_obs, hotkey, min(points, room), slot])
+        state.credits.append([state.n_obs, hotkey, min(points, room), design, run])
 
 
 def prune(state: RegistryState, cfg) -> None:
@@ -68,16 +79,16 @@ def research_credits(state: RegistryState) -> dict[str, float]:
 
 
 def credit_table(state: RegistryState, cfg) -> list[dict]:
-    """Per hotkey: points in the window, share of the pot, credited slots, and whether the
-    cap binds; highest points first."""
+    """Per hotkey: points in the window, share of the pot, runs paid, and whether the cap
+    binds; highest points first."""
     points = _points(state)
-    slots: dict[str, int] = defaultdict(int)
+    runs: dict[str, set] = defaultdict(set)
     for entry in state.credits:
-        slots[entry[1]] += 1
+        runs[entry[1]].add(entry[4] if len(entry) > 4 else entry[0])
     total = sum(points.values())
     rows = [
         {"hotkey": hk, "points": round(p, 6), "share": round(p / total, 6) if total else 0.0,
-         "grants": slots[hk], "capped": p >= cfg.credit_cap - 1e-9}
+         "runs": len(runs[hk]), "capped": p >= cfg.credit_cap - 1e-9}
         for hk, p in points.items()
     ]
     return sorted(rows, key=lambda r: (-r["points"], r["hotkey"]))

@@ -9,7 +9,7 @@ parameter-count bucket) until partners exist in the other cells of the same stra
     grid:    gain = -(bpb11 - bpb10 - bpb01 + bpb00)      (> 0 supports "synergy")
 
 is one win (gain > tie), loss (gain < -tie) or tie. A queue entry is
-[hotkey, bpb, run, submission id] (entries of older snapshots have no submission id).
+[hotkey, bpb, run, submission id, design] (older snapshots: the first three).
 Every run is evidence for at most ONE claim (see `ledger._observation`), so the contrasts
 are independent and the Beta-Binomial counts honest: under no effect a win has probability
 exactly 1/2. (If a run could serve several claims, its luck in one claim would steer the

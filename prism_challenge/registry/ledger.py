@@ -18,7 +18,7 @@ import math
 from prism_challenge.registry.allocation import allocate
 from prism_challenge.registry.axes import AxisReading, AxisSpec
 from prism_challenge.registry.beta import status_of
-from prism_challenge.registry.credit import credit_contrast, credit_decision, prune
+from prism_challenge.registry.credit import credit_contrast, credit_decision, design_of, prune
 from prism_challenge.registry.evidence import Contrast, match, outcome, queue_key, stratum_of
 from prism_challenge.registry.hypotheses import (
     SPEC_ADAPTER,
@@ -86,7 +86,7 @@ def _hypothesis(state: RegistryState, p: dict, cfg) -> None:
         cell = cell_of(spec, reading)
         if cell is not None:
             _push(state, queue_key(hid, cell, stratum_of(spec, r["arms"], cfg.match_axes)),
-                  [r["hotkey"], r["bpb"], r["run"], r.get("sid")], cfg)
+                  [r["hotkey"], r["bpb"], r["run"], r.get("sid"), design_of(r["arms"])], cfg)
 
 
 def _push(state: RegistryState, key: str, entry: list, cfg) -> None:
@@ -110,7 +110,8 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
     if p["eligible"]:
         state.n_eligible += 1
         _track_stall(state, bpb, reading, cfg)
-        _evidence(state, reading, [p["hotkey"], bpb, state.n_obs, sid], cfg)
+        run = [p["hotkey"], bpb, state.n_obs, sid, design_of(reading.arms)]
+        _evidence(state, reading, run, cfg)
         state.recent.append({"hotkey": p["hotkey"], "bpb": bpb, "arms": reading.arms,
                              "raw": reading.raw, "run": state.n_obs, "sid": sid})
         del state.recent[: max(len(state.recent) - RECENT, 0)]
@@ -137,7 +138,7 @@ def _evidence(state, reading: AxisReading, run: list, cfg) -> None:
     pool; a run used by a pair claim X stays available only to grids over X's axes, whose
     strata exclude the axes X's outcome can steer. Grids steer no recipe, so using a run in
     a grid leaves it available to pair claims. Otherwise the run waits wherever it falls.
-    `run` is the new queue entry [hotkey, bpb, run index, submission id]."""
+    `run` is the new queue entry [hotkey, bpb, run index, submission id, design]."""
     hotkey, bpb = run[0], run[1]
     waits: list[tuple[HypState, str]] = []
     best: dict[bool, tuple[HypState, Contrast]] = {}
@@ -177,10 +178,8 @@ def _nested(grid: HypState, pair: HypState) -> bool:
 
 
 def _record(state, h: HypState, c: Contrast, run: list, cfg) -> None:
-    hotkey = run[0]
     if h.status == "active":  # a contrast the directives asked for
-        members = [(cell, entry[0], entry[2]) for cell, entry in c.members]
-        credit_contrast(state, h, c.stratum, [(c.cell, hotkey, run[2]), *members], cfg)
+        credit_contrast(state, h, [run, *(entry for _, entry in c.members)], cfg)
     h.gain_n += 1
     h.gain_sum += c.gain
     h.gain_sq += c.gain * c.gain
@@ -192,7 +191,7 @@ def _record(state, h: HypState, c: Contrast, run: list, cfg) -> None:
     if result == "tie":
         h.ties += 1
     else:
-        _count(state, h, result, hotkey, cfg)
+        _count(state, h, result, run, cfg)
     if h.canary_axis:
         _judge_canary(state, h, cfg)
     if h.status == "refuted" and not h.archived:
@@ -200,7 +199,7 @@ def _record(state, h: HypState, c: Contrast, run: list, cfg) -> None:
         h.archive_reason = f"refuted at observation {state.n_obs}"
 
 
-def _count(state: RegistryState, h: HypState, result: str, hotkey: str, cfg) -> None:
+def _count(state: RegistryState, h: HypState, result: str, run: list, cfg) -> None:
     if result == "win":
         h.wins += 1
     else:
@@ -210,7 +209,7 @@ def _count(state: RegistryState, h: HypState, result: str, hotkey: str, cfg) -> 
     h.streak = h.streak + 1 if h.status == "active" and h.n >= cfg.min_n else 0
     if h.status != "active" and before == "active":
         h.decided_at = state.n_obs
-        credit_decision(state, h, hotkey, cfg)
+        credit_decision(state, run, cfg)
 
 
 def _judge_canary(state: RegistryState, h: HypState, cfg) -> None:

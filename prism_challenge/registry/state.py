@@ -93,7 +93,7 @@ class RegistryState(_M):
     axes: list[AxisSpec] = list(DEFAULT_AXES)
     axis_status: dict[str, str] = {a.name: "active" for a in DEFAULT_AXES}
     hypotheses: dict[str, HypState] = {}
-    # "hid|cell|stratum" -> [[hotkey, bpb, run, submission id]] (older snapshots: no id)
+    # "hid|cell|stratum" -> [[hotkey, bpb, run, submission id, design]] (older: first 3)
     queues: dict[str, list[list]] = {}
     recent: list[dict] = []  # last eligible readings, to seed the queues of new hypotheses
     best_bpb: float | None = None
@@ -106,7 +106,7 @@ class RegistryState(_M):
     last_shares: dict[str, float] = {}
     last_ids: list[str] = []
     last_archived: list[str] = []
-    # [observation index, hotkey, points, evidence slot "hid|cell|stratum" ("" for a decision)]
+    # [observation index, hotkey, points, design, run index] (see credit.py)
     credits: list[list] = []
     requested: dict[str, list[str]] = {}  # hid -> ["cell|stratum"] open when last rendered
     cycles: int = 0  # research cycles that got an answer

@@ -40,7 +40,7 @@ def test_journal_page_shows_cycles_credit_and_notes(store, serve):
     _registry(store)
     html = httpx.get(f"{serve()}/dashboard/journal", timeout=10).text
     credit = table(html, "credit")
-    assert credit[0] == ["hotkey", "points", "share of the research pot", "grants", "cap"]
+    assert credit[0] == ["hotkey", "points", "share of the research pot", "runs paid", "cap"]
     assert [row[1:4] for row in credit[1:]] == [["1.00", "25.00%", "1"]] * 4
     notes = table(html, "notes")
     assert notes[1][:2] == ["H001", "optimizer=muon gives lower bpb than optimizer=adamw"]

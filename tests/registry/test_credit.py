@@ -1,5 +1,5 @@
-"""Research credit: paid for matched evidence on open claims, once per evidence slot, capped
-per hotkey per window. Near-duplicates earn nothing beyond the first."""
+"""Research credit: paid for matched evidence on open claims, one paid run per design and
+hotkey, capped per hotkey per window. Near-duplicates earn nothing beyond the first."""
 
 import pytest
 
@@ -9,6 +9,8 @@ from tests.registry.conftest import obs
 
 OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
        "importance": 0.8}
+NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
+                 "control": "layernorm"}, "importance": 0.5}
 
 
 def _feed(reg, n, effect=0.05, start=0):
@@ -76,6 +78,22 @@ def test_near_duplicate_farming_earns_nothing_beyond_the_first(store):
     assert _points(reg)["farmer2"] == 1.0
 
 
+def test_a_copy_serving_another_claim_earns_nothing_either(store):
+    reg = Registry(store, RegistrySettings(), seeds=[OPT, NORM])
+    layer = {"norm": "layernorm"}
+    for i in range(2):  # two copies of one design: adamw + layernorm
+        reg.observe(obs(i, 2.05, hotkey="farmer", opt="adamw", declared=layer))
+    reg.observe(obs(5, 2.0, hotkey="a", opt="muon", declared=layer))  # pairs in H001
+    reg.observe(obs(6, 2.0, hotkey="b", opt="adamw", declared={"norm": "rmsnorm"}))  # H002
+    state = reg.state()
+    assert (state.hypotheses["H001"].gain_n, state.hypotheses["H002"].gain_n) == (1, 1)
+    assert _points(reg) == {"farmer": 1.0, "a": 1.0, "b": 1.0}
+    # a different design of the same hotkey is another experiment, and is paid
+    reg.observe(obs(7, 2.05, hotkey="farmer", opt="adamw", declared={"norm": "rmsnorm"}))
+    reg.observe(obs(8, 2.0, hotkey="c", opt="muon", declared={"norm": "rmsnorm"}))
+    assert _points(reg)["farmer"] == 2.0
+
+
 def test_credit_is_capped_per_hotkey_per_window(store):
     cfg = RegistrySettings(credit_cap=2.5, credit_window=40)
     reg = Registry(store, cfg, seeds=[OPT])
@@ -86,7 +104,7 @@ def test_credit_is_capped_per_hotkey_per_window(store):
         reg.observe(obs(2 * i + 1, 2.0, hotkey="prolific", opt="muon", batch=batch, lr=lr))
     rows = {r["hotkey"]: r for r in credit_table(reg.state(), cfg)}
     assert rows["prolific"]["points"] == 2.5 and rows["prolific"]["capped"]
-    assert rows["prolific"]["grants"] == 3  # 1 + 1 + the 0.5 left under the cap
+    assert rows["prolific"]["runs"] == 3  # 1 + 1 + the 0.5 left under the cap
     assert not rows["partner0"]["capped"]
     for i in range(40):  # the window moves on: old grants leave, the hotkey earns again
         reg.observe(obs(100 + i, 3.0, hotkey=f"idle{i}", opt="sgd"))
