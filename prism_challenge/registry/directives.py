@@ -11,7 +11,13 @@ import hashlib
 
 from prism_challenge.registry.allocation import Allocation, allocate
 from prism_challenge.registry.evidence import parse_stratum
-from prism_challenge.registry.hypotheses import SingleFactor, Threshold, cell_assignment, cells_of
+from prism_challenge.registry.hypotheses import (
+    Interaction,
+    SingleFactor,
+    Threshold,
+    cell_assignment,
+    cells_of,
+)
 from prism_challenge.registry.populations import DIRECTIVES, Assignment, focus
 from prism_challenge.registry.state import HypState, RegistryState, terms_of
 
@@ -107,21 +113,36 @@ def program_json(state: RegistryState, cfg, alloc: Allocation | None = None,
                   "status": state.axis_status[a.name]} for a in state.axes],
     }
     if who is not None:
-        doc["population"] = _population(state, cfg, alloc, who, explore, doc)
+        doc["population"] = population_section(state, cfg, alloc, who, doc)
     return doc
 
 
-def _population(state, cfg, alloc: Allocation, who: Assignment, explore: list[dict],
-                doc: dict) -> dict:
+def best_guess(state: RegistryState, cfg) -> dict[str, str]:
+    """The side every undecided pair claim with any evidence points to (the strongest claim
+    wins an axis): the greedy design the exploit population starts from. Unlike "leaning"
+    it needs no threshold: exploiting means acting on the current best estimate."""
+    ranked = []
+    for h in state.live():
+        if h.status == "active" and h.n > 0 and not isinstance(h.spec, Interaction):
+            p = terms_of(h, cfg).p_claim
+            if p != 0.5:
+                ranked.append((-abs(p - 0.5), h.id, recipe_of(h, lean=p > 0.5)))
+    guess: dict[str, str] = {}
+    for _, _, arms in sorted(ranked):
+        for axis, arm in arms.items():
+            guess.setdefault(axis, arm)
+    return guess
+
+
+def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict) -> dict:
+    """The `population` part of a hotkey's brief, over the global `doc` of the same state."""
     ids, fallback = focus(state, who, alloc.scores, cfg)
-    rows = {r["id"]: r for r in explore}
+    rows = {r["id"]: r for r in doc["explore"]}
     total = sum(alloc.shares.get(k, 0.0) for k in ids)
     chosen = [{"id": k, "statement": rows[k]["statement"],
                "share": round(alloc.shares.get(k, 0.0) / total, 4) if total else 0.0,
                "open": rows[k]["open"][:5]} for k in ids if k in rows]
-    start = {}
-    if who.kind == "exploit":
-        start = {**state.best_arms, **doc["leaning"], **doc["recipe"]}
+    start = {**state.best_arms, **best_guess(state, cfg), **doc["leaning"], **doc["recipe"]}
     return {
         "hotkey": who.hotkey, "index": who.index, "count": who.count, "kind": who.kind,
         "epoch": who.epoch, "salt": who.salt, "why": who.why,

@@ -33,9 +33,10 @@ FOCUS_MAX = 5
 DIRECTIVES = {
     "explore": "Bring evidence on the open claims whose answer is worth the most "
                "(highest information value); complete an open test cell when you can.",
-    "exploit": "Start from the leader's design (with the settled and leaning recipe) and "
-               "change one claimed axis at a time, so that every run is a contrast next to "
-               "the best configuration known.",
+    "exploit": "Start from the design below: the leader's, with the current best guess on "
+               "every claimed axis. Send it as it is, and send it with one axis of your focus "
+               "changed: each such pair is a matched contrast next to the best configuration "
+               "known.",
     "canary": "Test the newest questions: canary axes and LLM-proposed claims that still "
               "lack evidence. Declare the canary axis in prism.toml [axes].",
 }
@@ -94,26 +95,29 @@ def assignment_for(hotkey: str, state: RegistryState, settings, block: int | Non
 
 def focus(state: RegistryState, who: Assignment, scores: dict[str, float], cfg
           ) -> tuple[list[str], str]:
-    """(claim ids this population is asked to work on, a note when it falls back).
-    `scores` are the allocation scores (information value x importance ...)."""
+    """(claim ids this population is asked to work on, a note when it explores instead).
+    `scores` are the allocation scores (information value x importance ...). Populations
+    whose own work is missing (no canary or new claim, no leader yet) explore, and all
+    exploring populations split the ranking between them."""
     active = [h for h in state.live() if h.status == "active"]
     ranked = sorted((h.id for h in active if not h.canary_axis),
                     key=lambda k: (-scores.get(k, 0.0), k))
-    if who.kind == "canary":
-        fresh = sorted(h.id for h in active if h.canary_axis or (
-            h.origin == "llm" and h.n < cfg.credibility_n))
-        if fresh:
-            return fresh[:FOCUS_MAX], ""
-        return ranked[:FOCUS_MAX], "no canary or new LLM claim is open: explore instead"
-    if who.kind == "exploit":
-        leader = state.best_arms
-        near = [k for k in ranked if _touches(state.hypotheses[k].spec, leader)]
-        if leader and near:
-            return near[:FOCUS_MAX], ""
-        return ranked[:FOCUS_MAX], "no leader design to start from yet: explore instead"
-    peers = [i for i in range(who.count) if KINDS[i % len(KINDS)] == "explore"]
-    mine = ranked[peers.index(who.index)::len(peers)] if who.index in peers else ranked
-    return (mine or ranked)[:FOCUS_MAX], ""
+    fresh = sorted(h.id for h in active if h.canary_axis or (
+        h.origin == "llm" and h.n < cfg.credibility_n))
+    near = [k for k in ranked if _touches(state.hypotheses[k].spec, state.best_arms)]
+    own = {"canary": fresh, "exploit": near if state.best_arms else []}
+
+    def acts(index: int) -> str:
+        kind = KINDS[index % len(KINDS)]
+        return kind if kind == "explore" or own[kind] else "explore"
+
+    if acts(who.index) != "explore":
+        return own[who.kind][:FOCUS_MAX], ""
+    fallback = {"canary": "no canary or new LLM claim is open: explore instead",
+                "exploit": "no leader design to start from yet: explore instead"}
+    peers = [i for i in range(who.count) if acts(i) == "explore"]
+    mine = ranked[peers.index(who.index)::len(peers)]
+    return (mine or ranked)[:FOCUS_MAX], fallback.get(who.kind, "")
 
 
 def _touches(spec, arms: dict[str, str]) -> bool:

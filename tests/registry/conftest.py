@@ -37,6 +37,21 @@ def obs(i, bpb, hotkey=None, eligible=True, declared=None, **m) -> Observation:
     )
 
 
+OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
+       "importance": 0.8}
+NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
+                 "control": "layernorm"}, "importance": 0.5}
+
+
+def feed(reg, n, effect=0.05, start=0):
+    """Alternate muon / adamw runs from distinct hotkeys; muon is better by `effect`."""
+    for i in range(start, start + n):
+        muon = i % 2 == 0
+        wobble = 0.001 * ((i * 7919) % 11 - 5)  # deterministic noise, |x| <= 0.005
+        reg.observe(obs(i, 2.0 - (effect if muon else 0.0) + wobble,
+                        opt="muon" if muon else "adamw"))
+
+
 @pytest.fixture
 def cfg() -> RegistrySettings:
     return RegistrySettings()

@@ -5,20 +5,7 @@ import pytest
 
 from prism_challenge.config.settings import RegistrySettings
 from prism_challenge.registry import Registry, credit_table
-from tests.registry.conftest import obs
-
-OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
-       "importance": 0.8}
-NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
-                 "control": "layernorm"}, "importance": 0.5}
-
-
-def _feed(reg, n, effect=0.05, start=0):
-    for i in range(start, start + n):
-        muon = i % 2 == 0
-        wobble = 0.001 * ((i * 7919) % 11 - 5)
-        reg.observe(obs(i, 2.0 - (effect if muon else 0.0) + wobble,
-                        opt="muon" if muon else "adamw"))
+from tests.registry.conftest import NORM, OPT, feed, obs
 
 
 def _points(reg) -> dict[str, float]:
@@ -27,7 +14,7 @@ def _points(reg) -> dict[str, float]:
 
 def test_every_run_of_a_contrast_on_an_open_claim_earns_once(store):
     reg = Registry(store, RegistrySettings(), seeds=[OPT])
-    _feed(reg, 24)
+    feed(reg, 24)
     decided_at = reg.state().hypotheses["H001"].decided_at
     assert decided_at == 20  # the 10th pair decided it; pairs 11 and 12 earn nothing
     points = _points(reg)

@@ -10,10 +10,8 @@ from prism_challenge.config.settings import LlmSettings, RegistrySettings
 from prism_challenge.registry import LedgerError, Registry, ResearchLoop, run_cycle
 from prism_challenge.registry.loop import backoff_s
 from prism_challenge.storage.tables import RegistryEvent, RegistryHypothesis
-from tests.registry.conftest import obs
+from tests.registry.conftest import OPT, obs
 
-OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
-       "importance": 0.8}
 NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
                  "control": "layernorm"}, "importance": 0.5, "rationale": "cheaper"}
 POS = {"spec": {"kind": "single", "axis": "position", "treatment": "rope",

@@ -15,8 +15,11 @@ from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.cli.app import app
 from prism_challenge.config.settings import RegistrySettings, Settings
 from prism_challenge.registry import Registry, assign, assignment_for
-from prism_challenge.registry.directives import CHARTER, START
+from prism_challenge.registry.allocation import allocate
+from prism_challenge.registry.directives import CHARTER, START, best_guess
+from prism_challenge.registry.ledger import apply
 from prism_challenge.registry.populations import epoch_of, salt_of
+from prism_challenge.registry.seeds import SEED_HYPOTHESES
 from prism_challenge.registry.state import RegistryState
 from prism_challenge.storage import Store
 from tests.registry.conftest import obs
@@ -87,17 +90,33 @@ def test_each_population_gets_its_own_focus_and_the_global_brief(store):
     assert reg.program() == (global_text, global_digest, global_doc)
     assert "population" not in global_doc
     explore, exploit, canary = briefs["explore"], briefs["exploit"], briefs["canary"]
-    scores = {r["id"]: r["share"] for r in global_doc["explore"]}
-    ids = [r["id"] for r in explore["focus"]]
-    assert ids == sorted(ids, key=lambda k: -scores[k])[: len(ids)] and len(ids) == 5
+    scores = allocate(state, settings.registry).scores
+    ranked = sorted(scores, key=lambda k: (-scores[k], k))
+    # no canary or new LLM claim: the canary population explores too, and the two split the
+    # ranking (ranks 0, 2, 4, ... and 1, 3, 5, ...)
+    assert canary["fallback"] == "no canary or new LLM claim is open: explore instead"
+    assert [r["id"] for r in explore["focus"]] == ranked[0::2][:5] == [
+        "H003", "H002", "H004", "H005"]
+    assert [r["id"] for r in canary["focus"]] == ranked[1::2][:5]
     assert sum(r["share"] for r in explore["focus"]) == pytest.approx(1.0, abs=1e-3)
-    # exploit starts from the leader's design (observation 11: muon) under the recipe
+    # exploit starts from the leader's design (observation 11: muon) under the best guess
     assert exploit["start_from"]["optimizer"] == "muon"
     assert exploit["start_from"]["batch_size"] == "8-32"
     # only claims the leader's design sits in (it declared no norm or position)
     assert [r["id"] for r in exploit["focus"]] == ["H006", "H007", "H004", "H008", "H005"]
-    assert [r["id"] for r in explore["focus"]] == ["H003", "H006", "H002", "H007", "H004"]
-    assert canary["fallback"] == "no canary or new LLM claim is open: explore instead"
+    assert "Start from: batch_size=8-32" in reg.program_for(exploit["hotkey"], settings,
+                                                             None)[0]
+
+
+def test_the_best_guess_follows_any_evidence_strongest_claim_first():
+    state = RegistryState()
+    cfg = RegistrySettings()
+    for seed in SEED_HYPOTHESES[:4]:
+        apply(state, "hypothesis", {"origin": "seed", **seed}, cfg)
+    state.hypotheses["H001"].wins = 1  # optimizer: muon leans (P = 0.69)
+    state.hypotheses["H003"].losses = 2  # position: learned leans harder (P = 0.19)
+    state.hypotheses["H002"].wins = state.hypotheses["H002"].losses = 1  # P = 0.5: no guess
+    assert best_guess(state, cfg) == {"optimizer": "muon", "position": "learned"}
 
 
 def test_explore_populations_split_the_ranking(store):

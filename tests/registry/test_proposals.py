@@ -3,10 +3,8 @@ OpenAI-compatible server: the gates, and new axes that become canaries."""
 
 from prism_challenge.config.settings import RegistrySettings
 from prism_challenge.registry import Registry, run_cycle
-from tests.registry.conftest import obs
+from tests.registry.conftest import OPT, obs
 
-OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
-       "importance": 0.8}
 LR = {"spec": {"kind": "threshold", "axis": "lr", "threshold": 1e-3}, "importance": 0.6}
 
 
