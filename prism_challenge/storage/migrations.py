@@ -10,18 +10,23 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, inspect, select
 
-from prism_challenge.storage.tables import Base, RegistryJournal, SchemaVersion
+from prism_challenge.storage.tables import Base, RegistryJournal, SchemaVersion, Verification
 
 
 def _v1_initial(conn: Connection) -> None:
     Base.metadata.create_all(conn)
 
 
-def _v2_registry_journal(conn: Connection) -> None:
+def _v2_verifications(conn: Connection) -> None:
+    Verification.__table__.create(conn, checkfirst=True)
+
+
+def _v3_registry_journal(conn: Connection) -> None:
     RegistryJournal.__table__.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial, _v2_registry_journal]
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1_initial, _v2_verifications, _v3_registry_journal]
 LATEST = len(MIGRATIONS)
 
 
