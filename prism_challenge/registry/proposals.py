@@ -15,8 +15,8 @@ import difflib
 import json
 import math
 import os
+from typing import TYPE_CHECKING
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prism_challenge.registry.axes import AxisSpec
@@ -29,6 +29,9 @@ from prism_challenge.registry.hypotheses import (
     check_against,
 )
 from prism_challenge.registry.state import RegistryState, terms_of
+
+if TYPE_CHECKING:  # `openai` is imported where it is called: every `prism` command loads
+    import openai  # the registry, and only the research loop talks to an LLM
 
 
 class HypothesisProposal(BaseModel):
@@ -59,6 +62,8 @@ def make_client(llm_settings) -> openai.OpenAI:
             f"{llm_settings.api_key_env} (llm.api_key_env); set it, or set "
             "registry.cycle_scored: 0 to run without proposals"
         )
+    import openai
+
     return openai.OpenAI(
         base_url=llm_settings.base_url, api_key=key, timeout=llm_settings.timeout_s,
         max_retries=0,
@@ -181,6 +186,8 @@ def ask(client: openai.OpenAI, llm, system: str, user: str, name: str) -> list:
                        "required": [name]},
         },
     }
+    import openai
+
     try:
         response = client.chat.completions.create(
             model=llm.model,

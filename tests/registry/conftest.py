@@ -57,9 +57,9 @@ def cfg() -> RegistrySettings:
     return RegistrySettings()
 
 
-class LlmStub:
-    """Answers /v1/chat/completions with the next queued content (a JSON string), records
-    each request, and can be told to fail with an HTTP status or to answer after `delay_s`
+class LlmScript:
+    """What the stub answers during one test: the queued contents (JSON strings), the
+    requests seen, and whether to fail with an HTTP status or answer after `delay_s`
     (longer than the client's timeout: a timeout)."""
 
     def __init__(self) -> None:
@@ -67,26 +67,6 @@ class LlmStub:
         self.requests: list[dict] = []
         self.fail_status: int | None = None
         self.delay_s = 0.0
-        app = FastAPI()
-
-        @app.post("/v1/chat/completions")
-        def complete(body: dict):
-            from fastapi.responses import JSONResponse
-
-            self.requests.append(body)
-            if self.delay_s:
-                time.sleep(self.delay_s)
-            if self.fail_status is not None:
-                return JSONResponse({"error": {"message": "down"}}, status_code=self.fail_status)
-            content = self.answers.pop(0) if self.answers else "{}"
-            return {
-                "id": "stub", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
-
-        self.server = ApiServer(app)
 
     def queue(self, doc: dict) -> None:
         self.answers.append(json.dumps(doc))
@@ -97,8 +77,40 @@ class LlmStub:
                                if m["role"] == "user"))
 
 
-@pytest.fixture
-def llm():
+class LlmStub:
+    """A local OpenAI-compatible server answering /v1/chat/completions from the current
+    test's `LlmScript`. A request stays bound to the script it arrived under, so a late
+    answer to a timed-out request cannot consume the next test's queue."""
+
+    def __init__(self) -> None:
+        self.script = LlmScript()
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        def complete(body: dict):
+            from fastapi.responses import JSONResponse
+
+            script = self.script
+            script.requests.append(body)
+            if script.delay_s:
+                time.sleep(script.delay_s)
+            if script.fail_status is not None:
+                return JSONResponse({"error": {"message": "down"}},
+                                    status_code=script.fail_status)
+            content = script.answers.pop(0) if script.answers else "{}"
+            return {
+                "id": "stub", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        self.server = ApiServer(app)
+
+
+@pytest.fixture(scope="session")
+def llm_stub():
+    """One stub server for the session (starting uvicorn per test costs more than the test)."""
     stub = LlmStub()
     stub.server.start()
     yield stub
@@ -106,16 +118,24 @@ def llm():
 
 
 @pytest.fixture
-def llm_settings(llm) -> LlmSettings:
+def llm(llm_stub) -> LlmScript:
+    llm_stub.script = LlmScript()
+    return llm_stub.script
+
+
+@pytest.fixture(scope="session")
+def llm_settings(llm_stub) -> LlmSettings:
     """The node's `llm` section pointed at the stub (short timeout, so a slow answer is a
     timeout)."""
-    return LlmSettings(base_url=f"{llm.server.url}/v1", model="stub-model", timeout_s=2.0,
+    return LlmSettings(base_url=f"{llm_stub.server.url}/v1", model="stub-model", timeout_s=1.0,
                        api_key_env="PRISM_TEST_LLM_KEY")
 
 
-@pytest.fixture
-def client(llm_settings, monkeypatch):
+@pytest.fixture(scope="session")
+def client(llm_settings):
+    """One OpenAI client for the session (each one builds its own TLS context, ~0.1 s)."""
     from prism_challenge.registry import make_client
 
-    monkeypatch.setenv("PRISM_TEST_LLM_KEY", "test")
-    return make_client(llm_settings)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PRISM_TEST_LLM_KEY", "test")
+        return make_client(llm_settings)

@@ -66,7 +66,7 @@ def _break(llm, how: str) -> None:
     if how == "down":
         llm.fail_status = 503
     elif how == "timeout":
-        llm.delay_s = 3.0  # the client gives up after llm.timeout_s = 2
+        llm.delay_s = 1.5  # the client gives up after llm.timeout_s = 1
         llm.queue({"hypotheses": [NORM]})
     elif how == "not json":
         llm.answers.append("Sure! Here are some hypotheses: rmsnorm beats layernorm.")
@@ -76,7 +76,7 @@ def _break(llm, how: str) -> None:
 
 @pytest.mark.parametrize("how,error", [
     ("down", "InternalServerError: Error code: 503"),
-    ("timeout", "timeout after 2s"),
+    ("timeout", "timeout after 1s"),
     ("not json", "the answer is not JSON"),
     ("no list", "the answer has no 'hypotheses' list"),
 ])

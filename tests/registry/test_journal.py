@@ -45,18 +45,26 @@ def _journal(tmp_path) -> tuple[str, Path, Registry]:
     return url, cfg, reg
 
 
-def test_journal_json_is_paged_newest_first_with_bounded_params(tmp_path):
-    url, _, reg = _journal(tmp_path)
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory) -> tuple[str, Path, Registry]:
+    """One journal for the tests that only read it."""
+    url, cfg, reg = _journal(tmp_path_factory.mktemp("journal"))
+    yield url, cfg, reg
+    reg.store.close()
+
+
+def test_journal_json_is_paged_newest_first_with_bounded_params(journal):
+    url, _, reg = journal
     settings = Settings(storage={"url": url})
     deps = ApiDeps(settings=settings, store=reg.store, metagraph=StaticMetagraph.of([]))
-    with ApiServer(create_app(deps)) as server:
-        first = httpx.get(f"{server.url}/v1/journal", params={"limit": 2}).json()
-        rest = httpx.get(f"{server.url}/v1/journal", params={"offset": 2, "limit": 2}).json()
-        default = httpx.get(f"{server.url}/v1/journal").json()
-        bad = [httpx.get(f"{server.url}/v1/journal", params=p).status_code for p in (
+    with ApiServer(create_app(deps)) as server, httpx.Client(base_url=server.url) as http:
+        first = http.get("/v1/journal", params={"limit": 2}).json()
+        rest = http.get("/v1/journal", params={"offset": 2, "limit": 2}).json()
+        default = http.get("/v1/journal").json()
+        bad = [http.get("/v1/journal", params=p).status_code for p in (
             {"limit": 0}, {"limit": 101}, {"offset": -1}, {"limit": "x"}, {"offset": 10**10})]
-        md = httpx.get(f"{server.url}/v1/journal.md")
-        bad_md = httpx.get(f"{server.url}/v1/journal.md", params={"limit": 1000}).status_code
+        md = http.get("/v1/journal.md")
+        bad_md = http.get("/v1/journal.md", params={"limit": 1000}).status_code
     assert (first["total"], first["offset"], first["limit"]) == (3, 0, 2)
     assert [e["n"] for e in first["entries"]] == [3, 2]
     assert [e["n"] for e in rest["entries"]] == [1] and default["limit"] == 20
@@ -109,7 +117,7 @@ def test_operator_notes_reach_the_graph_and_the_journal(tmp_path):
 
 
 @pytest.mark.parametrize("limit", [1, 100])
-def test_journal_limits_are_honoured(tmp_path, limit):
-    _, _, reg = _journal(tmp_path)
+def test_journal_limits_are_honoured(journal, limit):
+    _, _, reg = journal
     total, entries = reg.journal(limit=limit)
     assert total == 3 and len(entries) == min(limit, 3)

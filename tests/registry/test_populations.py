@@ -152,10 +152,10 @@ def test_program_md_per_hotkey_over_http_and_through_the_cli(tmp_path):
     text, digest, doc = reg.program_for(hotkey, settings, None)
     deps = ApiDeps(settings=settings, store=store, metagraph=StaticMetagraph.of([], block=99))
     runner = CliRunner()
-    with ApiServer(create_app(deps)) as server:
-        md = httpx.get(f"{server.url}/v1/program.md", params={"hotkey": hotkey})
-        js = httpx.get(f"{server.url}/v1/program.json", params={"hotkey": hotkey}).json()
-        bad = [httpx.get(f"{server.url}/v1/program.md", params={"hotkey": h}).status_code
+    with ApiServer(create_app(deps)) as server, httpx.Client(base_url=server.url) as http:
+        md = http.get("/v1/program.md", params={"hotkey": hotkey})
+        js = http.get("/v1/program.json", params={"hotkey": hotkey}).json()
+        bad = [http.get("/v1/program.md", params={"hotkey": h}).status_code
                for h in ("a b", "x" * 65, "", "[axes]")]
         remote = runner.invoke(app, ["program", "--hotkey", hotkey, "--url", server.url])
         remote_json = runner.invoke(app, ["program", "--hotkey", hotkey, "--url", server.url,
