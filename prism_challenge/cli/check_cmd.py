@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.cli.common import ConfigOption, fail, plain, settings_from
@@ -82,8 +83,9 @@ def check(
         title += f": smoke run of {report.smoke_rows} rows on {report.record.corpus}"
     console.print(findings_table(title, report.findings))
     if report.passed:
-        console.print(f"[bold green]PASS[/]: next, `prism eval {bundle_dir}` for the full "
-                      f"local score, then `prism submit {bundle_dir}`", highlight=False)
+        console.print(Text.assemble(
+            ("PASS", "bold green"), f": next, `prism eval {bundle_dir}` for the full local "
+            f"score, then `prism submit {bundle_dir}`"), highlight=False)
         return
     n = sum(f.status == "fail" for f in report.findings)
     console.print(f"[bold red]FAIL[/]: {n} check(s) failed", highlight=False)

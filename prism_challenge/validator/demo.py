@@ -101,7 +101,8 @@ class Demo:
         config = self.config(hotkeys, port)
         url = f"http://127.0.0.1:{port}"
         log = (self.work / "validator.log").open("wb")
-        self.console.print(f"validator: starting on {url} (log: {self.work / 'validator.log'})")
+        self.console.print(f"validator: starting on {url} (log: {self.work / 'validator.log'})",
+                           markup=False)
         validator = subprocess.Popen([*CLI, "validator", "--config", str(config)],
                                      stdout=log, stderr=subprocess.STDOUT)
         try:
