@@ -15,7 +15,7 @@ from prism_challenge.cli.prepare_data_cmd import prepare_data
 from prism_challenge.cli.submit_cmd import submit
 from prism_challenge.cli.validator_cmd import validator
 from prism_challenge.cli.weights_cmd import weights
-from prism_challenge.registry.cli import program
+from prism_challenge.registry.cli import program, registry_app
 
 app = typer.Typer(
     name="prism",
@@ -51,6 +51,7 @@ app.command("prepare-data")(prepare_data)
 app.command("submit")(submit)
 app.command("weights")(weights)
 app.command("program")(program)
+app.add_typer(registry_app, name="registry")
 
 
 def main() -> None:

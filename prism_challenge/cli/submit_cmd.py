@@ -148,14 +148,14 @@ def _upload(bundle: Bundle, wallet, targets: list[Endpoint | str]
         typer.echo(f"{base}: bundle {receipt.digest[:16]} {verb} submission {receipt.id} "
                    f"(status {receipt.status}, block {receipt.block}, hotkey {receipt.hotkey})")
         if not accepted:
-            _print_brief(client)
+            _print_brief(client, receipt.hotkey)
         accepted.append((client, receipt))
     return accepted
 
 
-def _print_brief(client: SubmissionClient) -> None:
+def _print_brief(client: SubmissionClient, hotkey: str) -> None:
     try:
-        brief = client.program_brief()
+        brief = client.program_brief(hotkey=hotkey)
     except SubmitError as exc:
         typer.echo(f"(the research brief could not be fetched: {exc})")
         return

@@ -177,8 +177,8 @@ class VerificationSettings(Section):
 class WeightsSettings(Section):
     dry_run: bool = True
     burn_uid: int = Field(0, ge=0)
-    winner_share: float = Field(1.0, ge=0, le=1)
-    research_share: float = Field(0.0, ge=0, le=1)
+    winner_share: float = Field(0.9, ge=0, le=1)
+    research_share: float = Field(0.1, ge=0, le=1)
 
     @model_validator(mode="after")
     def _shares_fit(self) -> WeightsSettings:
@@ -215,7 +215,11 @@ class RegistrySettings(Section):
     canary_n: int = Field(20, ge=1)
     checkpoint_every: int = Field(100, ge=1)
     credit_window: int = Field(500, ge=1)
+    credit_cap: float = Field(25.0, gt=0)
     max_proposals: int = Field(5, ge=1)
+    cycle_scored: int = Field(50, ge=0)
+    populations: int = Field(3, ge=1, le=8)
+    population_epoch_blocks: int = Field(360, ge=1)
 
     @model_validator(mode="after")
     def _ordered_bounds(self) -> RegistrySettings:

@@ -117,6 +117,7 @@ def page(title: str, body: str, *, meta: str = "", refresh_s: int = 0) -> str:
         for href, text in (
             ("/", "Overview"),
             ("/v1/program.md", "program.md"),
+            ("/dashboard/journal", "journal"),
             ("/metrics", "metrics"),
             ("/docs", "API"),
         )

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
-from prism_challenge.storage.tables import Base, SchemaVersion, Verification
+from prism_challenge.storage.tables import Base, RegistryJournal, SchemaVersion, Verification
 
 
 def _v1_initial(conn: Connection) -> None:
@@ -27,8 +27,12 @@ def _v3_submission_uid(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE submissions ADD COLUMN uid INTEGER"))
 
 
+def _v4_registry_journal(conn: Connection) -> None:
+    RegistryJournal.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
-    _v1_initial, _v2_verifications, _v3_submission_uid,
+    _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
 ]
 LATEST = len(MIGRATIONS)
 

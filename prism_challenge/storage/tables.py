@@ -163,6 +163,18 @@ class RegistryCheckpoint(Base):
     entry: Mapped[dict] = mapped_column(JSON, nullable=False)
 
 
+class RegistryJournal(Base):
+    """The research journal: one entry per research cycle (answered or failed) and per
+    operator note, folded from the registry's ledger."""
+
+    __tablename__ = "registry_journal"
+
+    n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    at: Mapped[int] = mapped_column(Integer, nullable=False)  # observations when written
+    entry: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
 class LlmVerdict(Base):
     """An LLM review verdict, cached by bundle digest and gate policy version (issue 5).
 

@@ -132,9 +132,11 @@ class SubmissionClient:
                 )
             sleep(poll_s)
 
-    def program_brief(self) -> str | None:
-        """The validator's current research brief (program.md), or None where it has none."""
-        response = self._request("GET", "/v1/program.md")
+    def program_brief(self, hotkey: str | None = None) -> str | None:
+        """The validator's current research brief (program.md), or None where it has none;
+        with `hotkey`, the brief of that hotkey's population."""
+        params = {} if hotkey is None else {"hotkey": hotkey}
+        response = self._request("GET", "/v1/program.md", params=params)
         if response.status_code == 404:
             return None
         if response.status_code != 200:

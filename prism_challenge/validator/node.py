@@ -3,7 +3,8 @@
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
 loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
 bottleneck), the epoch loop and, online, the chain loop (metagraph refresh on a block
-schedule, intake address published when it changed). The node's identity is its wallet's
+schedule, intake address published when it changed) and the research loop (the registry's
+LLM proposals). The node's identity is its wallet's
 hotkey: submissions are signed for it, and it sets the weights. SIGTERM/SIGINT stop it
 gracefully: in-flight sandboxes are cancelled and their submissions go back to the queue; a
 SIGKILL is handled at the next start by `recovery`.
@@ -26,6 +27,7 @@ from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.config.settings import Settings
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
@@ -63,6 +65,7 @@ class ValidatorNode:
                                docker_image=settings.sandbox.docker_image)
         self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
         self.registry = Registry(self.store, settings)
+        self.research = ResearchLoop.from_settings(settings, self.registry)
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
@@ -92,6 +95,8 @@ class ValidatorNode:
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
         if self.chain.client is not None:
             loops.append(("chain", self._chain_loop))
+        if self.research is not None:
+            loops.append(("research", lambda: self.research.run(self.stop_event)))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
         for name, target in loops:
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)

@@ -41,9 +41,10 @@ def test_overview_of_the_demo_corpus(store, serve):
     assert 'href="/?corpus=fineweb-edu"' in html
     assert f'href="/dashboard/submissions/{ids["leader"]}"' in html
     weights = table(html, "weights")
-    assert weights[1] == [
+    assert weights[1] == [  # uid 0 leads and is the burn uid: the unpaid research share
         "0", short(HOTKEYS[0]), "1.0000", "65535", "1.5000",
-        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)",
+        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)"
+        "; burn: unassigned share 0.1",
     ]
     assert "dry run: nothing is set on-chain" in html
 
@@ -291,9 +292,9 @@ def test_submission_page_shows_what_was_measured(store, serve):
         "batch size": "16",
         "precision / compile": "fp32 / False",
         "world size": "1",
-        "audited batches": "1 of 2 agree (1 not re-computed)",
-        "causality probe (trained)": "ok max |Δlogit| 0",
-        "causality probe (twin)": "failed max |Δlogit| 0.25",
-        "val tokens / bytes": "5,000 / 20,000",
+        "kept losses": "16 positions per batch",
+        "causality screen (trained)": "ok max |Δlogit| 0",
+        "causality screen (twin)": "failed max |Δlogit| 0.25",
+        "held-out positions / bytes (target-absent)": "5,000 / 20,000",
     }
     assert "<b>AdamW" not in html and "&lt;b&gt;AdamW&lt;/b&gt;" in html
