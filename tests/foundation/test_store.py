@@ -67,6 +67,7 @@ def test_a_v1_store_gains_the_verifications_table_and_the_submission_uid_column(
                 "('d', 'h', 'received', 0, 1.0, 7, 1.0, 0.0, 'pending', x'00')")
     raw.execute("alter table submissions drop column uid")  # what a v1 store looks like
     raw.execute("drop table verifications")
+    raw.execute("drop table registry_journal")
     raw.execute("update schema_version set version = 1")
     raw.commit()
     raw.close()
@@ -76,7 +77,7 @@ def test_a_v1_store_gains_the_verifications_table_and_the_submission_uid_column(
         assert (row.block, row.uid) == (7, None)
         row.uid = 3
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version from schema_version")).scalar() == LATEST == 3
+        assert conn.execute(text("select version from schema_version")).scalar() == LATEST == 4
         assert conn.execute(text("select count(*) from verifications")).scalar() == 0
     store.close()
 
