@@ -7,6 +7,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from prism_challenge.config import ConfigError, Settings, load_settings
 
@@ -21,9 +22,15 @@ ConfigOption = Annotated[
 ]
 
 
+def print_error(message: str) -> None:
+    """One error line on stderr, never wrapped (a log collector keeps it whole)."""
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}",
+                                               highlight=False)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with `code`."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     raise typer.Exit(code)
 
 

@@ -13,11 +13,9 @@ import typer
 
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.intake.schemas import SubmissionView
-from prism_challenge.submit import SubmissionClient, SubmitError, WalletError, load_hotkey
 
 
-def _describe(view: SubmissionView) -> str:
+def _describe(view) -> str:  # noqa: ANN001 (an intake.schemas.SubmissionView)
     text = f"submission {view.id}: {view.status}"
     if view.reason:
         text += f" ({view.reason})"
@@ -56,6 +54,8 @@ def submit(
     config: ConfigOption = None,
 ) -> None:
     """Sign a bundle with your hotkey and submit it to a validator; prints the submission id."""
+    from prism_challenge.submit import SubmissionClient, SubmitError, WalletError, load_hotkey
+
     settings = settings_from(config)
     try:
         bundle = Bundle.from_dir(bundle_dir)

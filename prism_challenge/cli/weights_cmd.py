@@ -2,6 +2,9 @@
 
 Setting on chain needs both `--set` and `weights.dry_run: false` (and `chain.mode: online`
 with a wallet); without them the command only reads the store and the metagraph.
+
+The weights and chain modules need bittensor (the validator extra): they are imported when
+the command runs, so the base CLI loads without them.
 """
 
 from __future__ import annotations
@@ -9,28 +12,29 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
-from prism_challenge.chain.metagraph import (
-    BittensorMetagraph,
-    MetagraphFileError,
-    MetagraphView,
-    StaticMetagraph,
-)
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
 from prism_challenge.config import Settings
 from prism_challenge.storage import Store
-from prism_challenge.weights.chain import WeightsLocked, check_unlocked, set_on_chain
-from prism_challenge.weights.plan import WeightPlan, load_plan
-from prism_challenge.weights.research import registry_credit
+
+if TYPE_CHECKING:
+    from prism_challenge.chain.metagraph import MetagraphView
+    from prism_challenge.weights.plan import WeightPlan
 
 
 def _metagraph(settings: Settings, err: Console) -> MetagraphView:
+    from prism_challenge.chain.metagraph import (
+        BittensorMetagraph,
+        MetagraphFileError,
+        StaticMetagraph,
+    )
+
     chain = settings.chain
     if chain.mode == "online":
         try:
@@ -112,6 +116,10 @@ def weights(
     ] = False,
 ) -> None:
     """Show the weights this validator would set (uids, u16 values, hotkeys, why)."""
+    from prism_challenge.weights.chain import WeightsLocked, check_unlocked, set_on_chain
+    from prism_challenge.weights.plan import load_plan
+    from prism_challenge.weights.research import registry_credit
+
     settings = settings_from(config)
     err = Console(stderr=True)
     if set_weights:

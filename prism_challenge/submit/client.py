@@ -124,3 +124,12 @@ class SubmissionClient:
         if response.status_code != 200:
             raise _refusal(response)
         return response.text
+
+    def program_json(self) -> dict | None:
+        """The brief's JSON twin (`GET /v1/program.json`), or None where it has none."""
+        response = self._request("GET", "/v1/program.json")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise _refusal(response)
+        return response.json()
