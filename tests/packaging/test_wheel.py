@@ -80,6 +80,7 @@ def test_wheel_carries_manifests_and_examples(wheel):
     assert not any("__pycache__" in n for n in names)
 
 
+@pytest.mark.timeout(600)  # five fresh `prism` processes; slow only on a loaded machine
 def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path):
     prism = str(installed / "bin" / "prism")
     where = _run([str(installed / "bin" / "python"), "-c",

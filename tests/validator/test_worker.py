@@ -94,7 +94,8 @@ def test_shutdown_cancels_the_run_and_requeues(store, tmp_path, prepared_data):
 
 
 @pytest.mark.parametrize("attempts, expected", [(1, "queued"), (3, "failed")])
-def test_recovery_requeues_or_fails_interrupted_runs(store, attempts, expected):
+def test_recovery_requeues_or_fails_interrupted_runs(any_store, attempts, expected):
+    store = any_store
     sid = _queued(store)
     with store.session() as s:
         for _ in range(attempts):
