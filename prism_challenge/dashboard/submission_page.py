@@ -149,15 +149,13 @@ def measured_html(runs: list[RunDigest]) -> str:
             ("precision / compile", esc(f"{a.precision} / {a.compile}")),
             ("world size", str(a.world_size)),
         ]
-    checked = [x for x in rec.audits if x.ok is not None]
-    rows.append(("audited batches", f"{sum(x.ok for x in checked)} of {len(checked)} agree"
-                 + (f" ({len(rec.audits) - len(checked)} not re-computed)"
-                    if len(checked) < len(rec.audits) else "")))
+    rows.append(("kept losses", f"{rec.sample_rows} positions per batch"))
     if rec.eval is not None:
         rows += [
-            ("causality probe (trained)", _probe(rec.eval.probe_trained)),
-            ("causality probe (twin)", _probe(rec.eval.probe_twin)),
-            ("val tokens / bytes", f"{rec.eval.val_tokens:,} / {rec.eval.val_bytes:,}"),
+            ("causality screen (trained)", _probe(rec.eval.probe_trained)),
+            ("causality screen (twin)", _probe(rec.eval.probe_twin)),
+            ("held-out positions / bytes (target-absent)",
+             f"{rec.eval.val_tokens:,} / {rec.eval.val_bytes:,}"),
         ]
     if rec.limits_hit:
         rows.append(("limits hit", esc(", ".join(rec.limits_hit))))

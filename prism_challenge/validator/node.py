@@ -25,6 +25,7 @@ from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.storage import Store
+from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
@@ -59,6 +60,7 @@ class ValidatorNode:
     def start(self) -> str:
         swept = Cgroup.sweep_stale()
         resumed = resume_interrupted(self.store, self.settings.validator.max_attempts)
+        resumed += verification_jobs.resume_interrupted(self.store)
         caught_up = self.workers[0].catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)

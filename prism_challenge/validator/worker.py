@@ -1,9 +1,10 @@
-"""The evaluation worker: queued submission -> sandboxed run -> score -> registry.
+"""The evaluation worker: queued submission -> sandboxed run -> score -> registry, and
+contender replays: scored run -> replay -> verdict.
 
 Claiming is a compare-and-set (queued -> running), and the score row is written in the same
 transaction as running -> scored, so two workers (or a restarted validator) can never score
 a submission twice. A run that fails on the validator's side goes back to the queue until its
-attempts are spent.
+attempts are spent. Replays come first: they decide who is paid.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.scoring import ScoringError, record_score, score_record
+from prism_challenge.scoring.verification import verdict
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission
+from prism_challenge.validator import verification_jobs
 
 log = logging.getLogger("prism.validator")
 
@@ -63,10 +66,50 @@ class EvaluationWorker:
         return None
 
     def run_once(self) -> int | None:
+        sid = verification_jobs.claim(self.store)
+        if sid is not None:
+            self.verify(sid)
+            return sid
         sid = self.claim()
         if sid is not None:
             self.evaluate(sid)
         return sid
+
+    def verify(self, sid: int) -> None:
+        """Replay a contender and record the verdict (then look for the next contender)."""
+        max_attempts = self.settings.verification.max_attempts
+        with self.store.session() as s:
+            row = s.get(Submission, sid)
+            bundle = Bundle.from_wire(row.bundle)
+            rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sid)
+                            .order_by(RunRecordRow.attempt.desc())).first()
+            record = RunRecord.model_validate(rec.record)
+        run_dir = self.work_dir / f"{sid}-replay"
+        log.info("submission %s: contender replay", sid)
+        try:
+            replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
+            result = verdict(replay, self.settings.verification)
+        except Cancelled:
+            with self.store.session() as s:
+                verification_jobs.retry_or_fail(s, sid, "interrupted by a validator shutdown",
+                                                max_attempts, counted=False)
+            return
+        except Exception as exc:  # the validator's side failed: retry later
+            log.exception("submission %s: replay failed on the validator's side", sid)
+            with self.store.session() as s:
+                verification_jobs.retry_or_fail(s, sid, f"infra: {type(exc).__name__}: {exc}"
+                                                [:500], max_attempts)
+            return
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        with self.store.session() as s:
+            verification_jobs.finish(s, sid, passed=result.passed,
+                                     reason="; ".join(result.reasons)[:2000] or None,
+                                     replay=replay.model_dump(mode="json"))
+            queued = verification_jobs.queue_contenders(s, self.settings)
+        log.info("submission %s: replay %s %s; next contenders %s", sid,
+                 "passed" if result.passed else "failed", "; ".join(result.reasons)[:300],
+                 queued)
 
     def evaluate(self, sid: int) -> None:
         with self.store.session() as s:
@@ -111,6 +154,7 @@ class EvaluationWorker:
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
             row = s.get(Submission, sid)
             hotkey, accepted_at = row.hotkey, row.accepted_at
+            verification_jobs.queue_contenders(s, self.settings, now=now)
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
         self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at)
 
