@@ -5,7 +5,8 @@ workers (separate processes) can write concurrently without `database is locked`
 its transactions take the write lock at BEGIN, so each one sees a state no other writer can
 change under it. PostgreSQL runs at READ COMMITTED, where that is not so: the few places that
 read-then-write a fact other transactions also write (migrating, counting a hotkey's
-submissions) serialise on an advisory lock named after that fact (`serialize_on`).
+submissions, queueing contender replays) serialise on an advisory lock named after that fact
+(`serialize_on`).
 """
 
 from __future__ import annotations

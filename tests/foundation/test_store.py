@@ -78,6 +78,24 @@ def test_migration_is_idempotent_and_versioned(store_url):
     store.close()
 
 
+def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
+    """A v1 store (before contender replays) gains the verifications table on open."""
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(Submission(digest="a" * 64, hotkey="h", status="received", accepted_at=0.0,
+                         updated_at=0.0, bundle=b"x"))
+    with store.engine.begin() as conn:
+        conn.execute(text("drop table verifications"))
+        conn.execute(text("update schema_version set version = 1"))
+    store.close()
+    store = Store(store_url)
+    with store.session() as s:
+        assert s.scalar(text("select version from schema_version")) == LATEST == 2
+        assert s.scalar(select(func.count()).select_from(Submission)) == 1
+        assert s.scalar(text("select count(*) from verifications")) == 0
+    store.close()
+
+
 def test_newer_schema_is_refused(store_url):
     store = Store(store_url)
     with store.engine.begin() as conn:

@@ -1,13 +1,10 @@
-"""Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once.
-
-On each store backend: SQLite, and a real PostgreSQL server (the killed node's connections
-die with it, mid-transaction).
-"""
+"""Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 from validator_kit import ROOT, TINY
 
 from prism_challenge.validator.demo import free_port, make_wallets
@@ -46,8 +42,7 @@ def _status(url: str, sid: int) -> str | None:
 
 
 @pytest.mark.timeout(400)
-def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tmp_path,
-                                                                   store_url):
+def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tmp_path):
     port = free_port()
     work = tmp_path / "node"
     slow = tmp_path / "slow"
@@ -55,7 +50,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     (slow / "architecture.py").write_bytes((TINY / "architecture.py").read_bytes())
     (slow / "training.py").write_text((TINY / "training.py").read_text().replace(
         "        opt.step()\n", "        opt.step()\n        _ = sum(range(200_000))\n"))
-    config = tiny_config(storage={"url": store_url},
+    config = tiny_config(storage={"url": f"sqlite:///{work / 'prism.db'}"},
                          intake={"port": port}, validator={"work_dir": str(work / "runs"),
                                                            "poll_s": 0.2, "epoch_s": 2})
     make_wallets(tmp_path / "wallets", ["miner"])
@@ -74,18 +69,10 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     _wait(lambda: (sock.parent.parent / "scratch" / "snapshots").is_dir(), 60, "training")
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
-    engine = create_engine(store_url)
-
-    def one(sql: str):
-        with engine.connect() as conn:
-            return tuple(conn.execute(text(sql), {"sid": sid}).one())
-
-    def rows(sql: str):
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql), {"sid": sid}).all()]
-
-    assert one("select status, attempts from submissions where id=:sid") == ("running", 1)
-    assert one("select count(*) from scores") == (0,)
+    db = sqlite3.connect(work / "prism.db")
+    assert db.execute("select status, attempts from submissions where id=?", (sid,)
+                      ).fetchone() == ("running", 1)
+    assert db.execute("select count(*) from scores").fetchone() == (0,)
 
     second = _start(config, log)
     try:
@@ -93,12 +80,14 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(60) == 0
-    assert one("select status, attempts from submissions where id=:sid") == ("scored", 2)
-    assert one("select count(*) from scores where submission_id=:sid") == (1,)
-    assert rows("select attempt from run_records where submission_id=:sid") == [(2,)]
-    engine.dispose()
-    logged = log.read_text()
-    assert "1 submissions resumed" in logged
+    assert db.execute("select status, attempts from submissions where id=?", (sid,)
+                      ).fetchone() == ("scored", 2)
+    assert db.execute("select count(*) from scores where submission_id=?", (sid,)
+                      ).fetchone() == (1,)
+    assert db.execute("select attempt from run_records where submission_id=?", (sid,)
+                      ).fetchall() == [(2,)]
+    text = log.read_text()
+    assert "1 submissions resumed" in text
 
 
 def _health(url: str) -> bool:
