@@ -28,6 +28,7 @@ from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
 
 log = logging.getLogger("prism.validator")
@@ -64,6 +65,9 @@ class ValidatorNode:
         caught_up = self.workers[0].catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
+        if self.settings.validator.update_check:
+            update = check_for_update()
+            (log.warning if update.behind else log.info)(update.advice)
         self.url = self.server.start()
         log.info("intake API listening on %s", self.url)
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
