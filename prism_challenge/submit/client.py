@@ -118,18 +118,18 @@ class SubmissionClient:
 
     def program_brief(self) -> str | None:
         """The validator's current research brief (program.md), or None where it has none."""
-        response = self._request("GET", "/v1/program.md")
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise _refusal(response)
-        return response.text
+        response = self._program("/v1/program.md")
+        return None if response is None else response.text
 
     def program_json(self) -> dict | None:
         """The brief's JSON twin (`GET /v1/program.json`), or None where it has none."""
-        response = self._request("GET", "/v1/program.json")
+        response = self._program("/v1/program.json")
+        return None if response is None else response.json()
+
+    def _program(self, path: str) -> httpx.Response | None:
+        response = self._request("GET", path)
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise _refusal(response)
-        return response.json()
+        return response
