@@ -102,7 +102,9 @@ def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path
     assert "DEMO" in prep.stdout and (tmp_path / "data" / "MANIFEST.json").is_file()
 
     listed = _run([prism, "examples", "list"], cwd=tmp_path).stdout
-    assert listed.splitlines()[0].startswith("baseline: ")
+    names = [line.split(":", 1)[0] for line in listed.splitlines() if ": " in line]
+    assert names == sorted(p.name for p in (ROOT / "examples").iterdir()
+                           if (p / "training.py").is_file())
     _run([prism, "examples", "copy", "baseline", "mine"], cwd=tmp_path)
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [
         "architecture.py", "prism.toml", "training.py"]
