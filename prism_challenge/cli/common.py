@@ -68,10 +68,15 @@ def plain(text: object, style: str = "") -> Text:
     return Text(str(text), style=style)
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print a one-line error to stderr and exit with `code`."""
+def print_error(message: str) -> None:
+    """One error line on stderr, never wrapped (a log collector keeps it whole)."""
     Console(stderr=True, soft_wrap=True).print(
         Text.assemble(("error:", "bold red"), " ", str(message)), highlight=False)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a one-line error to stderr and exit with `code`."""
+    print_error(message)
     raise typer.Exit(code)
 
 

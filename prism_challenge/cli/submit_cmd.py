@@ -11,16 +11,11 @@ validator's hotkey, and each validator's answer is reported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import bittensor
 import typer
 
 from prism_challenge.bundle import Bundle, BundleError
-from prism_challenge.chain.factory import ChainAccess, connect
-from prism_challenge.chain.metagraph import MetagraphFileError
-from prism_challenge.chain.subnet import Commitment, Endpoint, commitment_value
-from prism_challenge.chain.subtensor import ChainUnavailable
 from prism_challenge.cli.common import (
     ConfigOption,
     NetuidOption,
@@ -32,8 +27,12 @@ from prism_challenge.cli.common import (
     settings_from,
     with_chain_flags,
 )
-from prism_challenge.intake.schemas import Receipt, SubmissionView
-from prism_challenge.submit import SubmissionClient, SubmitError, WalletError, load_wallet
+
+if TYPE_CHECKING:  # bittensor and the client come with the miner extra: imported on use
+    from prism_challenge.chain.factory import ChainAccess
+    from prism_challenge.chain.subnet import Commitment, Endpoint
+    from prism_challenge.intake.schemas import Receipt, SubmissionView
+    from prism_challenge.submit import SubmissionClient
 
 
 def _describe(view: SubmissionView) -> str:
@@ -51,6 +50,8 @@ def _describe(view: SubmissionView) -> str:
 
 def _commit(chain: ChainAccess, wallet, bundle: Bundle) -> Commitment:
     """The hotkey's commitment to this bundle; an identical latest one is reused."""
+    from prism_challenge.chain.subnet import commitment_value
+
     hotkey = wallet.hotkey.ss58_address
     value = commitment_value(hotkey, bundle.digest)
     seen = chain.subnet.latest_commitment(hotkey)
@@ -96,6 +97,13 @@ def submit(
     config: ConfigOption = None,
 ) -> None:
     """Commit a bundle with your hotkey and submit it to the subnet's validators."""
+    import bittensor
+
+    from prism_challenge.chain.factory import connect
+    from prism_challenge.chain.metagraph import MetagraphFileError
+    from prism_challenge.chain.subtensor import ChainUnavailable
+    from prism_challenge.submit import WalletError, load_wallet
+
     settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
                                 wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
                                 wallet_path=wallet_path)
@@ -133,6 +141,8 @@ def submit(
 
 def _upload(bundle: Bundle, wallet, targets: list[Endpoint | str]
             ) -> list[tuple[SubmissionClient, Receipt]]:
+    from prism_challenge.submit import SubmissionClient, SubmitError
+
     accepted = []
     for target in targets:
         base, receiver = (target, None) if isinstance(target, str) else (target.url,
@@ -154,6 +164,8 @@ def _upload(bundle: Bundle, wallet, targets: list[Endpoint | str]
 
 
 def _print_brief(client: SubmissionClient, hotkey: str) -> None:
+    from prism_challenge.submit import SubmitError
+
     try:
         brief = client.program_brief(hotkey=hotkey)
     except SubmitError as exc:
@@ -164,6 +176,8 @@ def _print_brief(client: SubmissionClient, hotkey: str) -> None:
 
 
 def _follow(client: SubmissionClient, receipt: Receipt, poll: float, timeout: float) -> str:
+    from prism_challenge.submit import SubmitError
+
     try:
         final = client.wait(receipt.id, poll_s=poll, timeout_s=timeout,
                             on_change=lambda view: typer.echo(

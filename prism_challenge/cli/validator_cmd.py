@@ -3,7 +3,10 @@ dry-run weight epochs) until SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -22,12 +25,36 @@ from prism_challenge.cli.common import (
 )
 
 
-def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-        datefmt="[%X]", handlers=[RichHandler(show_path=False, rich_tracebacks=True)],
-        force=True,
-    )
+class LogFormat(StrEnum):
+    auto = "auto"
+    json = "json"
+    text = "text"
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object a line: what a log collector parses without guessing where a wrapped
+    message ends (rich wraps at 80 columns when no terminal tells it the width)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 3), "level": record.levelname.lower(),
+               "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup_logging(verbose: bool = False, log_format: str = "auto") -> None:
+    """`text` (rich, for a person at a terminal) or `json` lines; `auto` picks text on a
+    terminal and JSON otherwise (a service manager, a container, a file)."""
+    if log_format == "auto":
+        log_format = "text" if sys.stderr.isatty() else "json"
+    if log_format == "json":
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonLines())
+    else:
+        handler = RichHandler(show_path=False, rich_tracebacks=True)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+                        datefmt="[%X]", handlers=[handler], force=True)
     for noisy in ("httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -41,6 +68,9 @@ def validator(
     wallet_path: WalletPathOption = None,
     port: Annotated[int | None, typer.Option("--port", help="Intake API port.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    log_format: Annotated[LogFormat, typer.Option(
+        "--log-format", help="auto: text on a terminal, JSON lines otherwise.")
+    ] = LogFormat.auto,
 ) -> None:
     """Run the validator: intake API, gates, sandboxed evaluation, weight epochs."""
     from prism_challenge.data import DataInputError, DataIntegrityError
@@ -49,7 +79,7 @@ def validator(
     settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
                                 wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
                                 wallet_path=wallet_path, port=port)
-    setup_logging(verbose)
+    setup_logging(verbose, log_format.value)
     try:
         node = ValidatorNode(settings)
     except (DataInputError, DataIntegrityError, FileNotFoundError) as exc:

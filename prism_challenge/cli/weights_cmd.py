@@ -4,6 +4,9 @@ Setting on chain needs both `--set` and `weights.dry_run: false` (and `chain.mod
 with a wallet); without them the command only reads the store and the metagraph. With
 them it goes through the same `WeightSetter` as the validator's epochs: the subnet's rate
 limit, version key and commit-reveal setting are respected. Flags follow btcli 11.
+
+The weights and chain modules need bittensor (the validator extra): they are imported when
+the command runs, so the base CLI loads without them.
 """
 
 from __future__ import annotations
@@ -11,16 +14,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
-from prism_challenge.chain.factory import ChainAccess, connect
-from prism_challenge.chain.metagraph import MetagraphFileError
-from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.cli.common import (
     ConfigOption,
     NetuidOption,
@@ -34,12 +34,16 @@ from prism_challenge.cli.common import (
 )
 from prism_challenge.config import Settings
 from prism_challenge.storage import Store
-from prism_challenge.weights.chain import WeightSetter, WeightsLocked, check_unlocked
-from prism_challenge.weights.plan import WeightPlan, load_plan
-from prism_challenge.weights.research import registry_credit
+
+if TYPE_CHECKING:
+    from prism_challenge.chain.factory import ChainAccess
+    from prism_challenge.weights.plan import WeightPlan
 
 
 def _chain(settings: Settings, err: Console) -> ChainAccess:
+    from prism_challenge.chain.factory import connect
+    from prism_challenge.chain.metagraph import MetagraphFileError
+
     chain = settings.chain
     if chain.mode == "local" and chain.metagraph_file is None:
         err.print(
@@ -124,6 +128,11 @@ def weights(
     ] = False,
 ) -> None:
     """Show the weights this validator would set (uids, u16 values, hotkeys, why)."""
+    from prism_challenge.chain.wallet import WalletError, load_wallet
+    from prism_challenge.weights.chain import WeightSetter, WeightsLocked, check_unlocked
+    from prism_challenge.weights.plan import load_plan
+    from prism_challenge.weights.research import registry_credit
+
     settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
                                 wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
                                 wallet_path=wallet_path)

@@ -234,6 +234,7 @@ class ValidatorSettings(Section):
     epoch_s: float = Field(60.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
     work_dir: Path = Path("prism-data/runs")
+    update_check: bool = True
 
 
 class DashboardSettings(Section):

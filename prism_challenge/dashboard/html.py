@@ -38,6 +38,7 @@ nav a{margin-right:14px}
 .pairs th{width:180px}
 .counts{display:flex;gap:10px;flex-wrap:wrap;margin-bottom:8px}
 .chart{max-width:100%;height:auto;font-size:11px}.chart .axis{font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:8px}
 .chart .tick{fill:#555}.chart .legend{font-size:12px}
 """
 

@@ -119,6 +119,27 @@ def curve_html(runs: list[RunDigest]) -> str:
     return f'<p class="muted">{esc(note)}</p>{curve_chart(curve)}'
 
 
+TELEMETRY_COLORS = ("#1f3a93", "#b42318", "#1a7f37", "#9a6700", "#6639ba", "#0e7490")
+
+
+def telemetry_html(runs: list[RunDigest]) -> str:
+    """The miner's own `ctx.log` numbers of the latest readable attempt, one small chart per
+    name (their scales differ: a loss, a learning rate). Shown, never scored."""
+    latest = next((r for r in reversed(runs) if r.record is not None), None)
+    series = latest.record.telemetry_series() if latest is not None else {}
+    if not series:
+        return '<p class="muted">the training script logged nothing (ctx.log)</p>'
+    charts = [
+        line_chart([Series(name, [(float(s), v) for s, v in points],
+                           TELEMETRY_COLORS[i % len(TELEMETRY_COLORS)], 1.6)],
+                   x_label="step", y_label=name, width=380, height=200, title=name)
+        for i, (name, points) in enumerate(series.items())
+    ]
+    note = (f"attempt {latest.attempt}: reported by the training script (ctx.log), "
+            "never scored")
+    return f'<p class="muted">{esc(note)}</p><div class="charts">{"".join(charts)}</div>'
+
+
 def _probe(probe) -> str:
     if probe is None:
         return "—"
@@ -166,6 +187,7 @@ def render_submission(view: SubmissionView) -> str:
     return "".join([
         section(f"Submission #{view.row.id}", summary_html(view)),
         section("Learning curve", curve_html(view.runs), anchor="curve"),
+        section("Telemetry", telemetry_html(view.runs), anchor="telemetry"),
         section("Score", score_html(view.score), anchor="score"),
         section("Measured", measured_html(view.runs), anchor="measured"),
         section("Runs", runs_html(view.runs), anchor="runs"),

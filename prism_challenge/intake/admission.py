@@ -1,8 +1,9 @@
 """The store-side checks of a signed submission and the write that accepts it.
 
-Runs inside one transaction (SQLite takes the write lock at BEGIN), so the nonce check, the
-rate-limit count, the copy check and the insert see one consistent state and a refusal
-rolls everything back: a refused request leaves no row, not even its nonce. Nonces are
+Runs inside one transaction (SQLite takes the write lock at BEGIN; on PostgreSQL the
+transaction first takes an advisory lock on the hotkey), so the nonce check, the rate-limit
+count, the copy check and the insert see one consistent state and a refusal rolls
+everything back: a refused request leaves no row, not even its nonce. Nonces are
 stored only for requests that were accepted or answered as idempotent repeats; a refused
 request replayed inside the window is refused again for the same reason.
 
@@ -29,7 +30,7 @@ from prism_challenge.chain.precedence import precedence
 from prism_challenge.chain.subnet import Commitment, commitment_value
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.intake.schemas import Receipt
-from prism_challenge.storage import Status
+from prism_challenge.storage import Status, serialize_on
 from prism_challenge.storage.tables import BundleFingerprint, Nonce, Submission
 
 
@@ -118,6 +119,8 @@ def admit(
 ) -> Receipt:
     """Nonce, membership, rate limit, bundle, commitment, copy / repeat, then insert."""
     hotkey = caller.hotkey_ss58
+    # Another admission of this hotkey waits here until this one commits, so it counts our row.
+    serialize_on(session, f"intake:{hotkey}")
     session.execute(delete(Nonce).where(Nonce.seen_at < now - policy.nonce_ttl_s))
     _check_nonce(session, caller)
     if not metagraph.is_registered(hotkey):

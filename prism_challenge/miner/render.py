@@ -11,6 +11,7 @@ from rich.text import Text
 
 from prism_challenge.miner.evaluate import EvalReport
 from prism_challenge.miner.findings import Finding
+from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
         "info": "[cyan]info[/]"}
@@ -64,6 +65,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     console.print(findings_table("anti-cheat gates", gates))
     _print_replay(console, report)
     _print_axes(console, report)
+    _print_telemetry(console, rec)
     tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
     console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
                   f"({_f(tok_s, ',.0f')} tokens/s), eval {rec.eval_s:.1f} s, "
@@ -106,3 +108,17 @@ def _print_axes(console: Console, report: EvalReport) -> None:
     console.print(axes)
     for flag in report.axes.flags:
         console.print(Text.assemble(("axis flag:", "yellow"), " ", flag), highlight=False)
+
+
+def _print_telemetry(console: Console, rec: RunRecord) -> None:
+    series = rec.telemetry_series()
+    if not series:
+        console.print("telemetry: the training script logged nothing (ctx.log)", highlight=False)
+        return
+    table = Table("name", "points", "steps", "first", "last", "min", "max",
+                  title="telemetry (ctx.log: shown, never scored)", title_justify="left")
+    for name, points in series.items():
+        values = [v for _, v in points]
+        table.add_row(Text(name), str(len(points)), f"{points[0][0]}..{points[-1][0]}",
+                      *(f"{v:.4g}" for v in (values[0], values[-1], min(values), max(values))))
+    console.print(table)

@@ -1,6 +1,9 @@
 """`prism program`: print a brief (program.md or its JSON), the global one or a hotkey's, from
 the node's store or from a validator's API; `prism registry note`: annotate a hypothesis.
 
+The registry (scipy) and httpx are imported when a command runs, so the base CLI loads
+without the validator extra.
+
 program.md is printed byte for byte with `typer.echo` (never through rich markup): it holds
 bracketed text such as the `[axes]` table name.
 """
@@ -11,12 +14,9 @@ import json
 import re
 from typing import Annotated
 
-import httpx
 import typer
 
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.registry.ledger import LedgerError
-from prism_challenge.registry.service import Registry
 from prism_challenge.storage import Store
 
 HOTKEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the API's bound on ?hotkey=
@@ -36,6 +36,8 @@ def _chain_block(settings) -> int | None:
 
 
 def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:
+    from prism_challenge.registry.service import Registry
+
     store = Store(settings.storage.url)
     try:
         reg = Registry(store, settings)
@@ -47,6 +49,8 @@ def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:
 
 
 def _remote(url: str, hotkey: str | None, as_json: bool) -> str:
+    import httpx
+
     path = "/v1/program.json" if as_json else "/v1/program.md"
     params = {} if hotkey is None else {"hotkey": hotkey}
     try:
@@ -94,6 +98,9 @@ def note(
     config: ConfigOption = None,
 ) -> None:
     """Annotate a hypothesis: shown in the theory graph and the journal."""
+    from prism_challenge.registry.ledger import LedgerError
+    from prism_challenge.registry.service import Registry
+
     settings = settings_from(config)
     store = Store(settings.storage.url)
     try:

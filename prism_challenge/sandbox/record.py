@@ -146,3 +146,11 @@ class RunRecord(Model):
     sample_rows: int = 0  # positions kept per batch
     sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
     telemetry: list[TelemetryPoint] = []
+
+    def telemetry_series(self) -> dict[str, list[tuple[int, float]]]:
+        """`ctx.log` as one (step, value) series per name, in step order (names sorted)."""
+        series: dict[str, list[tuple[int, float]]] = {}
+        for point in sorted(self.telemetry, key=lambda p: p.step):
+            for name, value in point.values.items():
+                series.setdefault(name, []).append((point.step, value))
+        return dict(sorted(series.items()))

@@ -135,10 +135,18 @@ class SubmissionClient:
     def program_brief(self, hotkey: str | None = None) -> str | None:
         """The validator's current research brief (program.md), or None where it has none;
         with `hotkey`, the brief of that hotkey's population."""
-        params = {} if hotkey is None else {"hotkey": hotkey}
-        response = self._request("GET", "/v1/program.md", params=params)
+        response = self._program("/v1/program.md", {} if hotkey is None else {"hotkey": hotkey})
+        return None if response is None else response.text
+
+    def program_json(self) -> dict | None:
+        """The brief's JSON twin (`GET /v1/program.json`), or None where it has none."""
+        response = self._program("/v1/program.json")
+        return None if response is None else response.json()
+
+    def _program(self, path: str, params: dict | None = None) -> httpx.Response | None:
+        response = self._request("GET", path, params=params or {})
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise _refusal(response)
-        return response.text
+        return response

@@ -36,6 +36,7 @@ from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
 from prism_challenge.weights.chain import WeightSetter
 
@@ -89,6 +90,9 @@ class ValidatorNode:
         caught_up = self.workers[0].catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
+        if self.settings.validator.update_check:
+            update = check_for_update()
+            (log.warning if update.behind else log.info)(update.advice)
         self.url = self.server.start()
         log.info("intake API listening on %s as validator %s", self.url, self.hotkey)
         self._publish_address()

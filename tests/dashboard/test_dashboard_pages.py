@@ -6,11 +6,20 @@ import re
 
 import httpx
 from dashboard_html import parse, table
-from dashboard_store import EVIL_NAME, EVIL_REASON, HOTKEYS, add_run, make_record, populate
+from dashboard_store import (
+    EVIL_NAME,
+    EVIL_REASON,
+    HOTKEYS,
+    add_run,
+    add_submission,
+    make_record,
+    populate,
+)
 from sqlalchemy import event
 
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry import Registry
+from prism_challenge.sandbox.record import TelemetryPoint
 
 
 def short(hotkey: str) -> str:
@@ -292,9 +301,31 @@ def test_submission_page_shows_what_was_measured(store, serve):
         "batch size": "16",
         "precision / compile": "fp32 / False",
         "world size": "1",
-        "kept losses": "16 positions per batch",
         "causality screen (trained)": "ok max |Δlogit| 0",
         "causality screen (twin)": "failed max |Δlogit| 0.25",
         "held-out positions / bytes (target-absent)": "5,000 / 20,000",
+        "kept losses": "16 positions per batch",
     }
     assert "<b>AdamW" not in html and "&lt;b&gt;AdamW&lt;/b&gt;" in html
+
+
+def test_submission_page_plots_the_miners_telemetry(store, serve):
+    sid = add_submission(store, 1, HOTKEYS[0], path=("queued", "running"))
+    points = [TelemetryPoint(step=20, values={"loss": 2.0}),  # stored out of order
+              TelemetryPoint(step=0, values={"loss": 4.0, "lr": 0.001}),
+              TelemetryPoint(step=40, values={"loss": 1.0, "lr": 0.0005})]
+    add_run(store, sid, 1, make_record(f"{1:064x}", telemetry=points), created_at=1.0)
+    url = serve()
+    html = get(f"{url}/dashboard/submissions/{sid}").text
+    lines = dict(re.findall(r'data-label="([^"]+)"[^>]*points="([^"]*)"', html))
+    loss = [tuple(map(float, p.split(","))) for p in lines["loss"].split()]
+    lr = [tuple(map(float, p.split(","))) for p in lines["lr"].split()]
+    assert len(loss) == 3 and len(lr) == 2
+    xs, ys = zip(*loss, strict=True)
+    assert list(xs) == sorted(xs) and list(ys) == sorted(ys)  # step order; the loss falls
+    assert lr[0][1] < lr[1][1]  # the learning rate falls too (SVG y grows downwards)
+    assert "attempt 1: reported by the training script (ctx.log), never scored" in html
+
+    quiet = add_submission(store, 2, HOTKEYS[1], path=("queued", "running"))
+    add_run(store, quiet, 1, make_record(f"{2:064x}"), created_at=2.0)
+    assert "the training script logged nothing" in get(f"{url}/dashboard/submissions/{quiet}").text

@@ -401,7 +401,7 @@ def test_client_tolerates_a_node_without_a_brief(live_server, intake_app):
     # A node whose API has no program.md route (404) is not an error for the client.
     url = live_server(intake_app())
     with SubmissionClient(url) as client:
-        assert client.program_brief() is None
+        assert client.program_brief() is None and client.program_json() is None
 
 
 def test_openapi_documents_the_routes(node):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -75,8 +76,10 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
                       ).fetchone() == (1,)
     assert db.execute("select attempt from run_records where submission_id=?", (sid,)
                       ).fetchall() == [(2,)]
-    text = log.read_text()
-    assert "1 submissions resumed" in text
+    # not on a terminal: one JSON object a line (the default --log-format auto)
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert any(ln["logger"] == "prism.validator" and ln["level"] == "info"
+               and "1 submissions resumed" in ln["msg"] for ln in lines)
 
 
 def _health(url: str) -> bool:

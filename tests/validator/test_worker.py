@@ -100,7 +100,8 @@ def test_shutdown_cancels_the_run_and_requeues(store, tmp_path, prepared_data):
 
 
 @pytest.mark.parametrize("attempts, expected", [(1, "queued"), (3, "failed")])
-def test_recovery_requeues_or_fails_interrupted_runs(store, attempts, expected):
+def test_recovery_requeues_or_fails_interrupted_runs(any_store, attempts, expected):
+    store = any_store
     sid = _queued(store)
     with store.session() as s:
         for _ in range(attempts):
@@ -147,7 +148,8 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
     assert cheat not in [x.entry.submission_id for x in board.standings]
 
 
-def test_recovery_requeues_interrupted_replays(store):
+def test_recovery_requeues_interrupted_replays(any_store):
+    store = any_store
     sid = _queued(store)
     with store.session() as s:
         s.add(Verification(submission_id=sid, status="running", attempts=1, created_at=0.0,
@@ -159,3 +161,50 @@ def test_recovery_requeues_interrupted_replays(store):
     with store.session() as s:
         assert verification_jobs.retry_or_fail(s, sid, "infra: x", 2) == "failed"
     assert "could not be completed" in _verification(store, sid)[2]
+
+
+def _scored(store, tag: str) -> int:
+    sid = _queued(store, tag)
+    with store.session() as s:
+        transition(s, sid, Status.RUNNING)
+        s.add(Score(submission_id=sid, bpb=1.0, heldout_delta=0.0, eligible=True,
+                    corpus="demo", detail={}, created_at=time.time()))
+        transition(s, sid, Status.SCORED)
+    return sid
+
+
+def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
+    """Two writers queue contenders at once (a worker and the epoch loop): the second waits
+    and queues nothing twice. Two workers then claim together: each replay goes to one."""
+    store = any_store
+    settings = _settings(tmp_path, slots=8)
+    sids = sorted(_scored(store, f"c{i}") for i in range(6))
+    first = store._sessions()
+    assert sorted(verification_jobs.queue_contenders(first, settings)) == sids
+    second: dict[str, list[int]] = {}
+
+    def queue_again() -> None:
+        with store.session() as s:
+            second["queued"] = verification_jobs.queue_contenders(s, settings)
+
+    racer = threading.Thread(target=queue_again)
+    racer.start()
+    racer.join(0.5)
+    assert racer.is_alive()  # waits for the first writer instead of reading past it
+    first.commit()
+    first.close()
+    racer.join(30)
+    assert second == {"queued": []}
+    claimed: list[list[int]] = [[], []]
+
+    def drain(mine: list[int]) -> None:
+        while (sid := verification_jobs.claim(store)) is not None:
+            mine.append(sid)
+
+    workers = [threading.Thread(target=drain, args=(c,)) for c in claimed]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    assert sorted(claimed[0] + claimed[1]) == sids
+    assert {_verification(store, sid)[:2] for sid in sids} == {("running", 1)}
