@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 import time
 
+from bittensor.http_auth import Caller
 from sqlalchemy import func, select
 
 from prism_challenge.api.errors import ApiError
 from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.chain.subnet import Commitment, commitment_value
 from prism_challenge.intake.admission import admit
 from prism_challenge.intake.policy import IntakePolicy
-from prism_challenge.intake.signing import SignedHeaders
 from prism_challenge.storage.tables import Submission
 
 NETUID = 7
@@ -27,9 +28,11 @@ POLICY = IntakePolicy(netuid=NETUID, max_body_bytes=2**18, freshness_s=300,
 
 
 def _admit(session, bundle, tag: str, now: float):
-    signed = SignedHeaders(hotkey=HOTKEY, netuid=NETUID, nonce=f"nonce-{tag}",
-                           timestamp=int(now), signature="00")
-    return admit(session, signed=signed, load_bundle=lambda: bundle(tag),
+    """Admit `bundle(tag)` as a verified caller whose latest commitment names it."""
+    made = bundle(tag)
+    caller = Caller(hotkey_ss58=HOTKEY, nonce_ns=int(now * 1e9), crypto_type=1)
+    committed = Commitment(HOTKEY, commitment_value(HOTKEY, made.digest), 10, 0)
+    return admit(session, caller=caller, load_bundle=lambda: made, commitment=committed,
                  metagraph=StaticMetagraph.of([HOTKEY]), policy=POLICY, now=now)
 
 
