@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from prometheus_client.registry import Collector
+
 from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
@@ -21,3 +23,5 @@ class ApiDeps:
     clock: Callable[[], float] = time.time
     # This app's request tally (one per ApiDeps, so per app), exposed at /metrics.
     http_counts: HttpCounts = field(default_factory=HttpCounts)
+    # The node's evaluation slots (in rotation or not), exposed at /metrics; None outside a node.
+    slots: Collector | None = None

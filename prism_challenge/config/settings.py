@@ -177,8 +177,17 @@ class RegistrySettings(Section):
 
 
 class ValidatorSettings(Section):
-    slots: int = Field(1, ge=1)
+    # None: one slot per group of sandbox.nproc_per_node GPUs on a GPU host, 1 on a CPU host.
+    slots: int | None = Field(None, ge=1)
     max_attempts: int = Field(3, ge=1)
+    # A run that ends in a host fault goes to another slot at most this many times.
+    infra_retries: int = Field(2, ge=0)
+    # Health probe of a slot before it takes a run: wall limit, and the share of each GPU's
+    # memory that must be free.
+    probe_timeout_s: float = Field(120.0, gt=0)
+    probe_min_free_fraction: float = Field(0.9, ge=0, le=1)
+    # Seconds before a slot taken out of rotation is probed again.
+    slot_reprobe_s: float = Field(600.0, gt=0)
     epoch_s: float = Field(60.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
     work_dir: Path = Path("prism-data/runs")

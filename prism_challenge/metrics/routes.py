@@ -20,6 +20,8 @@ def metrics_registry(deps: ApiDeps) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(deps.store, deps.settings.scoring))
     registry.register(deps.http_counts)
+    if deps.slots is not None:
+        registry.register(deps.slots)
     ProcessCollector(registry=registry)
     return registry
 

@@ -106,6 +106,16 @@ class EvalResult(Model):
     detail: str = ""
 
 
+class Placement(Model):
+    """Where the run executed: the validator slot, the GPUs and CPU cores it owned, and the
+    launcher that started training."""
+
+    slot: int | None = None  # None: a run outside the validator's slots (`prism eval`)
+    gpus: list[str] = []
+    cpus: list[int] = []
+    launcher: str
+
+
 class RunRecord(Model):
     version: Literal[1] = RECORD_VERSION
     digest: str
@@ -126,3 +136,4 @@ class RunRecord(Model):
     startup_s: float = 0.0
     train_s: float = 0.0
     eval_s: float = 0.0
+    placement: Placement | None = None

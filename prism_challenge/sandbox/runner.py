@@ -7,6 +7,7 @@ the miner's process wrote (snapshots and weights are only loaded inside the eval
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -22,6 +23,7 @@ import numpy as np
 
 from prism_challenge.config.settings import Settings
 from prism_challenge.sandbox.backends import (
+    GpuDevice,
     IsolationBackend,
     Limits,
     Mount,
@@ -29,6 +31,8 @@ from prism_challenge.sandbox.backends import (
     SandboxSpec,
     minimal_env,
 )
+from prism_challenge.sandbox.devices import discover_gpus
+from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, Served
 from prism_challenge.sandbox.record import (
     AuditEntry,
@@ -37,12 +41,14 @@ from prism_challenge.sandbox.record import (
     Consumed,
     EvalResult,
     MeasuredAxes,
+    Placement,
     ProbeResult,
     RunRecord,
 )
+from prism_challenge.sandbox.slots import Slot
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
-                 "output": "output", "cancelled": "infra"}
+                 "output": "output", "cancelled": "infra", "host_memory": "infra"}
 EVAL_RESULT_MAX_BYTES = 1 << 20
 PROBE_POSITIONS = 3
 MAX_PROBE_ROWS = 64
@@ -92,12 +98,15 @@ def _python() -> str:
     return sys.executable
 
 
+def launcher_args(nproc: int) -> tuple[str, ...]:
+    return ("torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}")
+
+
 def train_argv(nproc: int) -> tuple[str, ...]:
-    module = "prism_challenge.sandbox.harness.train_main"
-    if nproc == 1:
-        return (_python(), "-m", module)
-    return (_python(), "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={nproc}", "--no-python", _python(), "-m", module)
+    """Training always starts under torchrun (one process too): every rank gets the same
+    environment contract and the same loopback rendezvous."""
+    return (_python(), "-m", *launcher_args(nproc), "--no-python", _python(), "-m",
+            "prism_challenge.sandbox.harness.train_main")
 
 
 def budget_of(stream, seq_len: int, rows: int, separator_id: int) -> Budget:
@@ -131,6 +140,7 @@ class Runner:
         self.budget = budget_of(self.train, c.seq_len, self.budget_rows, self.separator_id)
         if self.val.n_rows(c.seq_len) < 1:
             raise ValueError(f"the val split has no full row of seq_len {c.seq_len} + 1 tokens")
+        self.slot: Slot | None = None
 
     @classmethod
     def from_data(cls, settings: Settings, backend: IsolationBackend, data_root: Path,
@@ -140,6 +150,25 @@ class Runner:
 
         return cls(settings, backend, TokenStream.open(data_root, "train"),
                    TokenStream.open(data_root, "val"), **kwargs)
+
+    # ---- placement ------------------------------------------------------------------------
+    def on_slot(self, slot: Slot) -> Runner:
+        """This runner with every sandbox placed on `slot`'s GPUs and cores (data shared)."""
+        placed = copy.copy(self)
+        placed.slot = slot
+        return placed
+
+    def devices(self) -> tuple[GpuDevice, ...]:
+        if self.slot is not None:
+            return self.slot.devices
+        gpus = self.settings.sandbox.gpus
+        return tuple(g.device for g in discover_gpus(gpus)) if gpus else ()
+
+    def placement(self) -> Placement:
+        return Placement(slot=None if self.slot is None else self.slot.index,
+                         gpus=[d.id for d in self.devices()],
+                         cpus=[] if self.slot is None else list(self.slot.cpus),
+                         launcher=" ".join(launcher_args(self.settings.sandbox.nproc_per_node)))
 
     # ---- sandboxes ------------------------------------------------------------------------
     def _limits(self, wall_s: float) -> Limits:
@@ -163,7 +192,8 @@ class Runner:
             env=self._env({"PRISM_SUBMISSION": "/submission",
                            "PRISM_SOCKET": "/run/prism/feeder.sock"}),
             limits=self._limits(s.startup_grace_s + c.deadline_s + s.save_grace_s),
-            scratch=paths.scratch, gpus=tuple(s.gpus), name=f"{name}-train",
+            scratch=paths.scratch, gpus=self.devices(),
+            cpus=() if self.slot is None else self.slot.cpus, name=f"{name}-train",
         )
 
     def _eval_spec(self, paths: RunPaths, name: str) -> SandboxSpec:
@@ -175,7 +205,8 @@ class Runner:
                     Mount(paths.eval_scratch, "/scratch", writable=True)),
             env=self._env({"PRISM_SUBMISSION": "/submission", "PRISM_INPUTS": "/inputs"}),
             limits=self._limits(s.eval_time_s), scratch=paths.eval_scratch,
-            gpus=tuple(s.gpus), name=f"{name}-eval",
+            gpus=self.devices(), cpus=() if self.slot is None else self.slot.cpus,
+            name=f"{name}-eval",
         )
 
     # ---- one run --------------------------------------------------------------------------
@@ -214,7 +245,7 @@ class Runner:
             raise Cancelled("the validator is shutting down")
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
-        exit_reason, exit_detail = _exit_of(train_result, feeder)
+        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
         axes = _axes(finish.axes if finish else None)
         self.on_event("evaluating the final weights and the random-init twin")
         eval_result, eval_s, audits = self._evaluate(paths, name, batches, axes, secret, cancel)
@@ -237,6 +268,7 @@ class Runner:
             axes=axes, audits=audits, eval=eval_result, exit_reason=exit_reason,
             exit_detail=exit_detail, limits_hit=limits_hit, startup_s=round(startup, 3),
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
+            placement=self.placement(),
         )
 
     def _evaluate(self, paths: RunPaths, name: str, batches: list[Served],
@@ -341,8 +373,13 @@ def _axes(raw: dict | None) -> MeasuredAxes | None:
         return None
 
 
-def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
-    """Why the training run ended, from the sandbox's cause and the harness's own report."""
+def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) -> tuple[str, str]:
+    """Why the training run ended, from the sandbox's cause and the harness's own report.
+
+    On GPUs, a crash whose error shows a host fault (driver, ECC, NCCL system error, lost
+    device) is infrastructure: requeued elsewhere, never charged to the miner. On a CPU slot
+    no such error can be the host's, so none is believed.
+    """
     if feeder.state.infra_error is not None:
         return "infra", feeder.state.infra_error
     if result.cause in CAUSE_TO_EXIT:
@@ -354,6 +391,9 @@ def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
         return "contract", details
     if "crash" in statuses or result.cause == "crash" or not finishes:
         tail = result.output[-1500:] if not details else details
+        fault = host_fault(f"{details}\n{result.output}") if on_gpus else None
+        if fault is not None:
+            return "infra", f"host fault ({fault.kind}): {fault.evidence}"
         return "crash", tail
     if feeder.state.next_row >= feeder.plan.budget_rows:
         return "ok", ""

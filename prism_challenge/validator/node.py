@@ -1,10 +1,10 @@
 """The validator node: intake API, gates, evaluation slots and weight epochs in one process.
 
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
-loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
-bottleneck) and the epoch loop. SIGTERM/SIGINT stop it gracefully: in-flight sandboxes are
-cancelled and their submissions go back to the queue; a SIGKILL is handled at the next start
-by `recovery`.
+loop, one evaluation worker per slot (each drives a sandbox on its own GPUs and CPU cores, so
+the GIL is not the bottleneck) and the epoch loop. SIGTERM/SIGINT stop it gracefully:
+in-flight sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is
+handled at the next start by `recovery`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ from prism_challenge.chain.factory import make_metagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.metrics.slots import SlotCollector
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
+from prism_challenge.sandbox.devices import discover_gpus, host_cpus
+from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
+from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage import Store
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.rotation import Rotation
 from prism_challenge.validator.worker import EvaluationWorker
 
 log = logging.getLogger("prism.validator")
@@ -45,13 +50,16 @@ class ValidatorNode:
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
+        slots = plan_slots(settings, discover_gpus(settings.sandbox.gpus), host_cpus())
+        health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health")
+        self.rotation = Rotation(settings, slots, health)
         self.workers = [
             EvaluationWorker(settings, self.store, self.runner, self.registry,
-                             cancel=self.stop_event)
-            for _ in range(settings.validator.slots)
+                             cancel=self.stop_event, slot=slot, rotation=self.rotation)
+            for slot in slots
         ]
-        self.server = ApiServer(create_app(ApiDeps(settings, self.store, self.metagraph)),
-                                settings.intake.host, settings.intake.port)
+        deps = ApiDeps(settings, self.store, self.metagraph, slots=SlotCollector(self.rotation))
+        self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
 
@@ -62,6 +70,8 @@ class ValidatorNode:
         caught_up = self.workers[0].catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
+        for worker in self.workers:
+            log.info("evaluation %s", worker.slot.describe())
         self.url = self.server.start()
         log.info("intake API listening on %s", self.url)
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]

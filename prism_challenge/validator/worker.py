@@ -3,7 +3,9 @@
 Claiming is a compare-and-set (queued -> running), and the score row is written in the same
 transaction as running -> scored, so two workers (or a restarted validator) can never score
 a submission twice. A run that fails on the validator's side goes back to the queue until its
-attempts are spent.
+attempts are spent. A node gives each worker its own slot (GPUs and cores), held for the whole
+run; the shared `Rotation` probes the slot before each run and sends a run that met a host
+fault to another slot.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from sqlalchemy import select
@@ -22,23 +25,28 @@ from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
+from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission
+from prism_challenge.validator.rotation import Rotation
 
 log = logging.getLogger("prism.validator")
 
 
 class EvaluationWorker:
     def __init__(self, settings: Settings, store: Store, runner: Runner,
-                 registry: Registry | None, *, cancel: threading.Event | None = None) -> None:
+                 registry: Registry | None, *, cancel: threading.Event | None = None,
+                 slot: Slot | None = None, rotation: Rotation | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.runner = runner
+        self.runner = runner if slot is None else runner.on_slot(slot)
         self.registry = registry
         self.cancel = cancel or threading.Event()
         self.work_dir = Path(settings.validator.work_dir)
+        self.slot = slot
+        self.rotation = rotation if slot is not None else None
 
     def claim(self) -> int | None:
         """Take the oldest queued submission (or fail it when its attempts are spent)."""
@@ -47,11 +55,17 @@ class EvaluationWorker:
             ids = list(s.scalars(
                 select(Submission.id).where(Submission.status == Status.QUEUED.value)
                 .order_by(Submission.accepted_at, Submission.id).limit(8)))
+        if self.rotation is not None:  # before a slot takes a run, its probe must pass
+            ids = [i for i in ids if self.rotation.may_take(self.slot, i)]
+            if not ids or not self.rotation.admit(self.slot):
+                return None
         for sid in ids:
             try:
                 with self.store.session() as s:
                     row = s.get(Submission, sid)
                     if row.attempts >= max_attempts:
+                        if self.rotation is not None:
+                            self.rotation.settle(sid)
                         transition(s, sid, Status.FAILED, expected=Status.QUEUED,
                                    reason=f"{row.reason or 'failed'} (after {row.attempts} "
                                           "attempts)")
@@ -73,23 +87,59 @@ class EvaluationWorker:
             row = s.get(Submission, sid)
             bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
         run_dir = self.work_dir / f"{sid}-{attempt}"
-        log.info("submission %s: attempt %s", sid, attempt)
+        where = f" on {self.slot.describe()}" if self.slot is not None else ""
+        log.info("submission %s: attempt %s%s", sid, attempt, where)
+        started = time.monotonic()
         try:
-            record = self.runner.run(bundle.files, bundle.digest, run_dir, cancel=self.cancel)
+            with self.slot.lease() if self.slot is not None else nullcontext():
+                record = self.runner.run(bundle.files, bundle.digest, run_dir,
+                                         cancel=self.cancel)
+                record = self._blame_host(record, started)
         except Cancelled:
             self._requeue(sid, "interrupted by a validator shutdown")
             return
         except Exception as exc:  # the validator's side failed: retry later
             log.exception("submission %s: run failed on the validator's side", sid)
-            self._requeue(sid, f"infra: {type(exc).__name__}: {exc}"[:500])
+            with self.store.session() as s:
+                self._infra(s, sid, f"{type(exc).__name__}: {exc}")
             return
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         self._score(sid, attempt, bundle, record)
 
+    def _blame_host(self, record: RunRecord, started: float) -> RunRecord:
+        """A crash or a hang on a slot whose GPUs logged a hardware Xid meanwhile, or whose
+        probe now fails, was the host's: it becomes infra."""
+        if self.rotation is None or record.exit_reason not in ("crash", "deadline"):
+            return record
+        evidence = self.rotation.host_evidence(self.slot, started - 1.0)
+        if evidence is None:
+            return record
+        detail = f"host fault: {evidence}; the run ended with {record.exit_reason}: " \
+                 f"{record.exit_detail}"
+        return record.model_copy(update={"exit_reason": "infra", "exit_detail": detail[:4000]})
+
     def _requeue(self, sid: int, reason: str) -> None:
         with self.store.session() as s:
             transition(s, sid, Status.QUEUED, expected=Status.RUNNING, reason=reason)
+
+    def _infra(self, s, sid: int, detail: str) -> None:
+        """The run failed on the host's side: retry it on another slot, never charge it."""
+        if self.rotation is None:
+            transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
+                       reason=f"infra: {detail}"[:500])
+            return
+        retry, faulted = self.rotation.host_fault(sid, self.slot)
+        if retry:
+            log.warning("submission %s: host fault on %s, requeued for another slot: %s",
+                        sid, self.slot.describe(), detail[:300])
+            transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
+                       reason=f"infra: {detail} (slot {self.slot.index})"[:500])
+            return
+        log.error("submission %s: host faults on slots %s; failed as an infrastructure "
+                  "failure, not charged to the miner", sid, faulted)
+        transition(s, sid, Status.FAILED, expected=Status.RUNNING,
+                   reason=f"infra failure: host faults on slots {faulted}: {detail}"[:500])
 
     def _score(self, sid: int, attempt: int, bundle: Bundle, record: RunRecord) -> None:
         now = time.time()
@@ -97,9 +147,10 @@ class EvaluationWorker:
             s.add(RunRecordRow(submission_id=sid, attempt=attempt,
                                record=record.model_dump(mode="json"), created_at=now))
             if record.exit_reason == "infra":
-                transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
-                           reason=f"infra: {record.exit_detail}"[:500])
+                self._infra(s, sid, record.exit_detail)
                 return
+            if self.rotation is not None:
+                self.rotation.settle(sid)
             try:
                 result = score_record(record, self.settings.scoring)
             except ScoringError as exc:
