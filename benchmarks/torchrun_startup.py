@@ -62,9 +62,9 @@ def main() -> None:
                 sys.exit(f"{label} run failed: {record.exit_reason} {record.exit_detail}")
             startup[label].append(record.startup_s)
             print(f"repeat {i} {label:8s}: start-up {record.startup_s:.2f} s  train "
-                  f"{record.train_s:.2f} s  launcher {record.placement.launcher if label == 'torchrun' else 'python -m'}")
+                  f"{record.train_s:.2f} s")
     torchrun, direct = (statistics.median(startup[k]) for k in ("torchrun", "direct"))
-    print(f"argv: {' '.join(train_argv(1)[1:])}")
+    print(f"torchrun argv: python {' '.join(train_argv(1)[1:])}")
     print(f"start-up median of {args.repeats}: torchrun {torchrun:.2f} s, direct {direct:.2f} s, "
           f"torchrun adds {torchrun - direct:+.2f} s per run")
 

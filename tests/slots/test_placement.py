@@ -28,7 +28,7 @@ from prism_challenge.sandbox.devices import (
     discover_gpus,
     parse_query,
 )
-from prism_challenge.sandbox.runner import RunPaths, Runner
+from prism_challenge.sandbox.runner import Runner, RunPaths
 from prism_challenge.sandbox.slots import Slot, SlotBusy, SlotPlanError, plan_slots
 
 
