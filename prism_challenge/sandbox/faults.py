@@ -97,9 +97,9 @@ def host_fault(text: str) -> HostFault | None:
         if int(match.group("code")) in HOST_XIDS:
             return HostFault("xid", _line_of(text, match.start()))
     for kind, pattern in HOST_PATTERNS:
-        match = pattern.search(text)
-        if match:
-            return HostFault(kind, _line_of(text, match.start()))
+        matches = list(pattern.finditer(text))
+        if matches:  # the last: a traceback's message comes after its source lines
+            return HostFault(kind, _line_of(text, matches[-1].start()))
     return None
 
 
