@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 TOTAL_MIB = 81559
-NODE_PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "sandbox" / "tiny"
+TINY_BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "sandbox" / "tiny"
 
 
 def uuid(i: int) -> str:
@@ -61,7 +61,7 @@ with open(f"/scratch/seen-{_os.getpid()}.json", "w") as _fh:
 
 
 def seeing_bundle(train: bytes = b"def train(ctx):\n    return\n") -> dict[str, bytes]:
-    arch = (NODE_PROBE / "architecture.py").read_bytes()
+    arch = (TINY_BUNDLE / "architecture.py").read_bytes()
     return {"architecture.py": arch + SEEN_PRELUDE, "training.py": train}
 
 
