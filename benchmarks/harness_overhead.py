@@ -2,7 +2,7 @@
 
 Bare: `train(ctx)` of the bundle driven by an in-process context that slices rows from the
 same token stream and computes the same loss (no socket, no sandbox, no audit snapshots).
-Harness: the full path (bubblewrap, feeder over the Unix socket, audits, eval sandbox).
+Harness: the full path (bubblewrap, feeder over the Unix socket, per-position losses, eval sandbox).
 Per-step time is measured on both sides over the same steps, skipping the first few
 (warm-up); start-up is reported separately as fixed seconds. Bare and harness runs alternate
 `--repeats` times and the median ratio is the figure (single pairs vary by +-3% here).
@@ -104,7 +104,7 @@ def main() -> None:
     budget_rows = args.steps * args.batch
     settings = Settings(
         challenge={"seq_len": args.seq_len, "token_budget": budget_rows * args.seq_len,
-                   "deadline_s": 600.0, "val_tokens": 2048},
+                   "deadline_s": 600.0},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
     )
     torch.set_num_threads(1)
@@ -125,7 +125,7 @@ def main() -> None:
               f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
               f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
     print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}"
-          f"  audits {len(record.audits)}")
+          f"  kept losses per batch {record.sample_rows}")
     print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")
     print(f"harness       : {statistics.median(harnesses) * 1e3:8.2f} ms/step (median)")
     print(f"per-step ratio harness/bare = {statistics.median(ratios):.3f} median of "

@@ -14,7 +14,6 @@ import time
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.sandbox.record import (
-    AuditEntry,
     BatchEntry,
     Budget,
     Consumed,
@@ -36,7 +35,7 @@ def production_record(n_batches: int) -> RunRecord:
                    bytes=TOKENS_PER_BATCH * BYTES_PER_TOKEN,
                    nats=TOKENS_PER_BATCH * (10.4 - 7 * (1 - math.exp(-i / 3000)) +
                                             0.01 * rng.random()),
-                   t=float(i))
+                   t=float(i), sample=[3.0 + 0.1 * k for k in range(16)])
         for i in range(n_batches)
     ]
     tokens = n_batches * TOKENS_PER_BATCH
@@ -50,8 +49,6 @@ def production_record(n_batches: int) -> RunRecord:
                           bytes=tokens * BYTES_PER_TOKEN, nats=sum(b.nats for b in batches)),
         batches=batches,
         axes=MeasuredAxes(param_count=150_000_000, layer_count=12, module_census={}),
-        audits=[AuditEntry(step=s, recorded_nats=batches[s].nats,
-                           recomputed_nats=batches[s].nats) for s in (0, 999, 20_000)],
         eval=EvalResult(val_bpb_trained=0.95, val_bpb_twin=3.7, twin_step0_nats_per_token=10.4,
                         uniform_nats_per_token=math.log(VOCAB), probe_trained=probe,
                         probe_twin=probe),

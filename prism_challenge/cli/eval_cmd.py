@@ -55,5 +55,5 @@ def evaluate(
         console.print(findings_table("refused by the static gates (not run)", exc.findings))
         raise typer.Exit(1) from None
     print_eval(console, report)
-    if not report.score.eligible:
+    if not report.eligible:
         raise typer.Exit(1)

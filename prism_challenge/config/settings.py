@@ -50,8 +50,9 @@ class ChallengeSettings(Section):
     token_budget: int = Field(294_912, ge=1)  # 2,304 rows of 128: whole rows only
     deadline_s: float = Field(300.0, gt=0)
     param_cap: int = Field(150_000_000, ge=1)
-    val_tokens: int = Field(50_000, ge=1)
     seed: int = 1337
+    # Contiguous stretches of text the stream interleaves; a step takes fewer rows than this.
+    stream_lanes: int = Field(256, ge=2)
 
     @model_validator(mode="after")
     def _budget_is_whole_rows(self) -> ChallengeSettings:
@@ -116,14 +117,36 @@ class ScoringSettings(Section):
     gap_penalty_start: float = Field(0.15, ge=0)
     gap_zero: float = Field(0.5, ge=0)
     step0_max_drop: float = Field(0.05, ge=0, lt=1)
-    audit_rel_tol: float = Field(1e-3, gt=0)
     probe_abs_tol: float = Field(1e-4, gt=0)
+    curve_windows: int = Field(10, ge=1, le=1000)
+    curve_window_tokens: int = Field(16384, ge=1)
+    heldout_positions: int = Field(1536, ge=16)
+    heldout_twin_positions: int = Field(384, ge=16)
+    heldout_cuts_per_row: int = Field(8, ge=1)
 
     @model_validator(mode="after")
     def _gap_thresholds_ordered(self) -> ScoringSettings:
         if self.gap_zero <= self.gap_penalty_start:
             raise ValueError("scoring.gap_zero must be greater than scoring.gap_penalty_start")
         return self
+
+
+class VerificationSettings(Section):
+    """Contender replay: a run that would take weight is re-run and checked where the
+    original run could not know it would be checked (docs/security.md)."""
+
+    enabled: bool = True
+    sample_rows: int = Field(16, ge=1, le=1024)
+    probe_fraction: float = Field(0.25, gt=0, le=1)
+    probe_min_steps: int = Field(16, ge=1)
+    probe_max_steps: int = Field(512, ge=1)
+    snapshot_steps: int = Field(4, ge=1, le=64)
+    position_abs_tol: float = Field(0.05, ge=0)
+    position_rel_tol: float = Field(0.01, ge=0)
+    max_mismatch_fraction: float = Field(0.002, ge=0, lt=1)
+    mean_tol: float = Field(0.01, gt=0)
+    batch_rel_tol: float = Field(1e-3, gt=0)
+    max_attempts: int = Field(3, ge=1)
 
 
 class WeightsSettings(Section):
@@ -225,6 +248,7 @@ class Settings(BaseSettings):
     gates: GatesSettings = GatesSettings()
     sandbox: SandboxSettings = SandboxSettings()
     scoring: ScoringSettings = ScoringSettings()
+    verification: VerificationSettings = VerificationSettings()
     weights: WeightsSettings = WeightsSettings()
     validator: ValidatorSettings = ValidatorSettings()
     registry: RegistrySettings = RegistrySettings()

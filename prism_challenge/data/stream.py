@@ -123,6 +123,18 @@ class TokenStream:
         out[:, seq_len] = flat[seq_len::seq_len]
         return out
 
+    def rows_at(self, seq_len: int, indices: np.ndarray) -> np.ndarray:
+        """int32[len(indices), seq_len + 1]: the rows with these indices, in that order."""
+        indices = np.asarray(indices, dtype=np.int64)
+        n = self.n_rows(seq_len)
+        if indices.size and (indices.min() < 0 or indices.max() >= n):
+            raise IndexError(f"row indices outside the {n} rows of {self.split} at seq_len "
+                             f"{seq_len}")
+        out = np.empty((indices.size, seq_len + 1), dtype=np.int32)
+        for i, row in enumerate(indices.tolist()):
+            out[i] = self.tokens(row * seq_len, row * seq_len + seq_len + 1)
+        return out
+
     def iter_rows(
         self, seq_len: int, batch_rows: int, start_row: int = 0, n_rows: int | None = None
     ) -> Iterator[np.ndarray]:

@@ -25,6 +25,13 @@ class ScoreView(BaseModel):
     corpus: str
 
 
+class VerificationView(BaseModel):
+    """The contender replay: only a run whose replay passed may take weight."""
+
+    status: str  # queued | running | passed | failed
+    reason: str | None
+
+
 class SubmissionView(BaseModel):
     """What anyone may read about a submission (never its source)."""
 
@@ -39,3 +46,4 @@ class SubmissionView(BaseModel):
     accepted_at: float
     block: int | None
     score: ScoreView | None
+    verification: VerificationView | None = None  # None: not a contender (not replayed)

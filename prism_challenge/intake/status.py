@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from prism_challenge.intake.schemas import ScoreView, SubmissionView
+from prism_challenge.intake.schemas import ScoreView, SubmissionView, VerificationView
 from prism_challenge.storage import FINAL, Status
-from prism_challenge.storage.tables import Score, Submission
+from prism_challenge.storage.tables import Score, Submission, Verification
 
 
 def submission_view(session: Session, submission_id: int) -> SubmissionView | None:
@@ -14,6 +14,7 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView | No
     if row is None:
         return None
     score = session.get(Score, submission_id)
+    check = session.get(Verification, submission_id)
     return SubmissionView(
         id=row.id,
         hotkey=row.hotkey,
@@ -34,4 +35,6 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView | No
             reason=score.reason,
             corpus=score.corpus,
         ),
+        verification=None if check is None else VerificationView(status=check.status,
+                                                                  reason=check.reason),
     )

@@ -4,7 +4,7 @@ Static gates first (nothing runs if they fail, as on a validator), then a smoke 
 real sandbox with the configured geometry but a budget of a few batches: it shows the
 model builds under the forced seed (and its parameter count against the cap), that
 `train(ctx)` consumes batches, and that the run passes the anti-cheat gates a record is
-scored with (step-0, causality probe, audit, finite losses, contract). The memorisation
+scored with (step-0, causality screen, finite losses, contract). The memorisation
 gap is only shown: a few batches say nothing about it.
 """
 
@@ -25,7 +25,7 @@ from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.scoring import ScoreResult, score_record
 
 SMOKE_ROWS = 64
-SMOKE_VAL_ROWS = 8
+SMOKE_HELDOUT = 128
 INFO_ONLY_GATES = ("gap",)
 
 
@@ -47,10 +47,12 @@ def smoke_settings(settings: Settings, rows: int = SMOKE_ROWS) -> Settings:
     c = settings.challenge
     budget = min(c.token_budget, rows * c.seq_len)
     budget -= budget % c.seq_len
-    val_tokens = min(c.val_tokens, SMOKE_VAL_ROWS * c.seq_len)
-    challenge = c.model_copy(update={"token_budget": max(budget, c.seq_len),
-                                     "val_tokens": val_tokens})
-    return settings.model_copy(update={"challenge": challenge})
+    challenge = c.model_copy(update={"token_budget": max(budget, c.seq_len)})
+    sc = settings.scoring
+    scoring = sc.model_copy(update={
+        "heldout_positions": min(sc.heldout_positions, SMOKE_HELDOUT),
+        "heldout_twin_positions": min(sc.heldout_twin_positions, SMOKE_HELDOUT // 4)})
+    return settings.model_copy(update={"challenge": challenge, "scoring": scoring})
 
 
 def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,

@@ -1,9 +1,11 @@
 """`prism eval`: score a bundle locally exactly as a validator would, on the local data.
 
 The full configured budget runs in the real sandbox; the record is scored with the
-validator's `score_record`; the declared axes are read against the registry's schema. The
-record, the score and a learning curve are written to the output folder so that two runs
-(or a run and a validator's number) can be compared afterwards.
+validator's `score_record`; then, as a validator does before a run may take weight, the run
+is replayed with checks drawn after it ended, and the replay's verdict decides eligibility
+(every local run is treated as a contender). The declared axes are read against the
+registry's schema. The record, the replay, the score and a learning curve are written to the
+output folder so that two runs (or a run and a validator's number) can be compared.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.miner.curve import plot_learning_curve
 from prism_challenge.miner.data import open_local_data
 from prism_challenge.miner.findings import Finding, failed, static_findings
-from prism_challenge.miner.sandbox_run import run_in_sandbox
+from prism_challenge.miner.sandbox_run import replay_in_sandbox, run_in_sandbox
 from prism_challenge.registry import DEFAULT_AXES
 from prism_challenge.registry.axes import AxisReading, read_axes
 from prism_challenge.sandbox.backends import IsolationBackend
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.scoring import ScoreResult, score_record
+from prism_challenge.scoring.verification import Verdict, verdict
 
 RECORD_FILE = "record.json"
+REPLAY_FILE = "replay.json"
 SCORE_FILE = "score.json"
 CURVE_FILE = "learning_curve.png"
 
@@ -45,11 +50,19 @@ class EvalReport:
     findings: list[Finding]
     record: RunRecord
     score: ScoreResult
+    replay: ReplayRecord | None  # None when the run was not eligible to begin with
+    verification: Verdict | None
     axes: AxisReading
     val_source: str
     corpus: str
     wall_s: float
     files: dict[str, Path]
+
+    @property
+    def eligible(self) -> bool:
+        """What a validator would pay: eligible on its record AND verified by its replay."""
+        return self.score.eligible and self.verification is not None and \
+            self.verification.passed
 
 
 def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir: Path, *,
@@ -69,19 +82,29 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
     t0 = time.monotonic()
     record = run_in_sandbox(bundle, settings, data, backend=backend, on_event=on_event,
                             on_progress=on_progress)
-    wall = time.monotonic() - t0
     score = score_record(record, settings.scoring)
+    replay = check = None
+    if score.eligible:
+        replay = replay_in_sandbox(bundle, record, settings, data, backend=backend,
+                                   on_event=on_event)
+        check = verdict(replay, settings.verification)
+    wall = time.monotonic() - t0
     axes = read_axes(DEFAULT_AXES, record.axes, dict(bundle.meta.axes))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"record": out / RECORD_FILE, "score": out / SCORE_FILE, "curve": out / CURVE_FILE}
     files["record"].write_text(record.model_dump_json(indent=2) + "\n")
+    if replay is not None:
+        files["replay"] = out / REPLAY_FILE
+        files["replay"].write_text(replay.model_dump_json(indent=2) + "\n")
     summary = {"digest": bundle.digest, "name": bundle.meta.name, "corpus": data.corpus,
                "manifest_sha256": record.manifest_sha256, "val_source": data.val_source,
-               "score": score.model_dump(mode="json"), "axes": axes.model_dump(mode="json"),
-               "wall_s": round(wall, 3)}
+               "score": score.model_dump(mode="json"),
+               "verification": check.model_dump(mode="json") if check else None,
+               "eligible": bool(score.eligible and check and check.passed),
+               "axes": axes.model_dump(mode="json"), "wall_s": round(wall, 3)}
     files["score"].write_text(json.dumps(summary, indent=2) + "\n")
     title = f"{bundle.meta.name or bundle.digest[:12]} on {data.corpus}"
     plot_learning_curve(record, score, files["curve"], title)
-    return EvalReport(bundle, findings, record, score, axes, data.val_source, data.corpus,
-                      wall, files)
+    return EvalReport(bundle, findings, record, score, replay, check, axes, data.val_source,
+                      data.corpus, wall, files)

@@ -47,7 +47,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("held-out bpb, trained", _f(ev.val_bpb_trained if ev else None))
     score.add_row("held-out bpb, random-init twin", _f(ev.val_bpb_twin if ev else None))
     score.add_row("held-out delta (twin - trained)", _f(s.heldout_delta))
-    score.add_row("gap (held-out trained - tail)", _f(s.gap))
+    score.add_row("gap (held-out trained - best stream window)", _f(s.gap))
     score.add_row("gap penalty", f"{s.penalty:.1%}")
     score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
     score.add_row("tokens consumed / budget",
@@ -55,11 +55,12 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("exit", rec.exit_reason + (f": {rec.exit_detail[:200]}" if rec.exit_detail
                                              else ""))
     console.print(score)
-    gates = [Finding("gates", "pass", "step-0, causality, audit, finite, contract, cap, gap")]
+    gates = [Finding("gates", "pass", "step-0, causality, finite, contract, cap, gap")]
     if s.reasons:
         gates = [Finding(f"gate {r.split(':', 1)[0]}", "fail", r) for r in s.reasons]
     gates += [Finding("note", "info", n) for n in s.notes]
     console.print(findings_table("anti-cheat gates", gates))
+    _print_replay(console, report)
     _print_axes(console, report)
     tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
     console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
@@ -67,9 +68,31 @@ def print_eval(console: Console, report: EvalReport) -> None:
                   f"wall {report.wall_s:.1f} s", highlight=False)
     for what, path in report.files.items():
         console.print(f"wrote {what}: {path}", highlight=False)
-    verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
-               f"{s.bpb:.4f} bpb" if s.eligible else "[bold red]NOT ELIGIBLE[/]: see the gates")
+    if report.eligible:
+        verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
+                   f"{s.bpb:.4f} bpb, and its replay verifies it")
+    elif s.eligible:
+        verdict = "[bold red]NOT ELIGIBLE[/]: the replay does not verify the run (see above)"
+    else:
+        verdict = "[bold red]NOT ELIGIBLE[/]: see the gates"
     console.print(verdict)
+
+
+def _print_replay(console: Console, report: EvalReport) -> None:
+    replay, check = report.replay, report.verification
+    if replay is None or check is None:
+        console.print("replay: not run (the record is not eligible)", highlight=False)
+        return
+    rows = [Finding("replay", "pass" if check.passed else "fail",
+                    f"{replay.batches_compared} batch losses compared, "
+                    f"{replay.batch_mismatch_count} not reproduced; probes at "
+                    f"{len(replay.probe_steps)} steps ({replay.probes.compared} positions, "
+                    f"{replay.probes.mismatched} disagree), snapshots at "
+                    f"{len(replay.snapshot_steps)} steps ({replay.snapshots.compared} "
+                    f"positions, {replay.snapshots.mismatched} disagree); replay "
+                    f"{replay.train_s:.1f} s + {replay.eval_s:.1f} s")]
+    rows += [Finding(f"replay {r.split(':', 1)[0]}", "fail", r) for r in check.reasons]
+    console.print(findings_table("contender replay (checks drawn after the run)", rows))
 
 
 def _print_axes(console: Console, report: EvalReport) -> None:

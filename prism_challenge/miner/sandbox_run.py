@@ -11,6 +11,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.miner.data import LocalData
 from prism_challenge.sandbox.backends import IsolationBackend, make_backend
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Runner
 
 
@@ -37,3 +38,16 @@ def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
     if record.exit_reason == "infra":
         raise LocalRunFailed(f"the sandbox failed on this machine: {record.exit_detail[-600:]}")
     return record
+
+
+def replay_in_sandbox(bundle: Bundle, record: RunRecord, settings: Settings, data: LocalData,
+                      *, backend: IsolationBackend | None = None,
+                      on_event: Callable[[str], None] | None = None) -> ReplayRecord:
+    """Replay a local run with checks drawn now, as a validator does for a contender."""
+    runner = Runner(settings, backend or backend_of(settings), data.train, data.val,
+                    on_event=on_event)
+    with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
+        replay = runner.replay(bundle.files, record, Path(tmp) / "replay")
+    if replay.exit_reason == "infra":
+        raise LocalRunFailed(f"the sandbox failed on this machine: {replay.exit_detail[-600:]}")
+    return replay

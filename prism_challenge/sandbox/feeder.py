@@ -1,16 +1,19 @@
 """The feeder: the challenge-owned process side of a training run (outside the sandbox).
 
 It serves rows of the locked train split over a Unix socket one batch at a time, only when
-asked; it counts each batch's scored tokens and bytes itself; it receives each batch's
-summed loss as soon as the harness computed it; it decides, from a secret the miner never
-sees, which steps are audited; and it enforces the token budget and the deadline. The
+asked, in the challenge's stream order; it counts each batch's scored tokens and bytes
+itself; it receives the loss of every position the harness scored, sums them itself, and
+keeps a few of them (chosen by a secret the sandbox never sees) so that any of those
+predictions can be checked later; and it enforces the token budget and the deadline. The
 record it assembles is the authoritative account of the run.
+
+In a replay (contender verification) the same feeder serves the same stream and, at steps
+decided only now, asks the harness for target-absent predictions and snapshots; what the
+replay reports is compared with what the original run committed to (see `replay.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 import socket
@@ -22,8 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.sampling import kept_positions
+from prism_challenge.sandbox.stream_order import LaneOrder
 
 MAX_BATCH_BYTES = 1 << 28  # one reply's rows at most: 256 MiB (65k rows at seq_len 1024)
+MAX_FINISH_BYTES = 2 << 20  # axes + bounded telemetry
+MAX_CONTROL_BYTES = 1 << 12
 
 
 class FeederFailure(RuntimeError):
@@ -41,8 +48,22 @@ class FeederPlan:
     budget_rows: int
     deadline_s: float
     world_size: int
-    audit_secret: bytes
-    audit_count: int = 3  # audits beyond step 0, spread over the expected number of steps
+    sample_secret: bytes  # decides which positions the record keeps; never sent inside
+    sample_rows: int = 16
+    lanes: int = 256
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay checks, decided after the original run ended."""
+
+    original: dict[tuple[int, int], tuple[int, float]]  # (step, rank) -> (rows, nats)
+    probe_steps: frozenset[int]
+    snapshot_steps: frozenset[int]
+
+    @property
+    def last_step(self) -> int:
+        return max(self.probe_steps | self.snapshot_steps, default=-1)
 
 
 @dataclass
@@ -51,21 +72,24 @@ class Served:
 
     step: int
     rank: int
-    offset_row: int
-    rows: int
+    position: int  # stream position of the batch's first row
+    rows: np.ndarray  # the row indices served, in order
     tokens: int
     bytes: int
-    audit: bool
+    scored: np.ndarray  # bool[n, T]: targets that count (not separators, not lane ends)
     nats: float | None = None
     t: float | None = None
+    sample: list[float] | None = None
+    probed: list[float] | None = None  # replay: target-absent losses at the kept positions
+    probe_asked: bool = False
+    snapshot_asked: bool = False
 
 
 @dataclass
 class _Step:
     requested_rows: int
     per_rank_rows: int
-    start_row: int
-    audit: bool
+    start: int  # stream position
     done: bool
 
 
@@ -74,7 +98,7 @@ class Finish:
     status: str
     detail: str
     axes: dict | None
-    logs: list
+    telemetry: list
 
 
 @dataclass
@@ -82,19 +106,22 @@ class FeederState:
     steps: list[_Step] = field(default_factory=list)
     served: dict[tuple[int, int], Served] = field(default_factory=dict)
     finishes: dict[int, Finish] = field(default_factory=dict)
-    next_row: int = 0
+    next_position: int = 0
     ready_at: float | None = None
     deadline_at: float | None = None
-    audits: int = 0
     problems: list[str] = field(default_factory=list)
     claimed: set[int] = field(default_factory=set)
     infra_error: str | None = None  # the feeder itself failed: not the miner's fault
+    diverged: str | None = None  # replay: the run asked for something the original did not
 
 
 class Feeder:
-    def __init__(self, stream, plan: FeederPlan, socket_path: Path) -> None:
+    def __init__(self, stream, plan: FeederPlan, socket_path: Path,
+                 replay: ReplayPlan | None = None) -> None:
         self.stream = stream
         self.plan = plan
+        self.replay = replay
+        self.order = LaneOrder(plan.budget_rows, plan.lanes)
         self.path = Path(socket_path)
         self.state = FeederState()
         self.t0 = time.monotonic()
@@ -122,12 +149,25 @@ class Feeder:
             self._threads.append(thread)
             thread.start()
 
+    def _payload_limit(self, header: dict) -> int:
+        """The largest payload each message kind may carry, known before it is read."""
+        op = header.get("op")
+        if op == "finish":
+            return MAX_FINISH_BYTES
+        if op == "loss":
+            try:
+                served = self.state.served.get((int(header["step"]), int(header["rank"])))
+            except (KeyError, TypeError, ValueError):
+                return 0
+            return 0 if served is None else served.scored.size * 4
+        return MAX_CONTROL_BYTES
+
     def _serve(self, conn: socket.socket) -> None:
         bound: int | None = None  # the rank this connection claimed with its hello
         with conn:
             while True:
                 try:
-                    header, payload = protocol.recv(conn)
+                    header, payload = protocol.recv(conn, self._payload_limit)
                 except (ConnectionError, OSError):
                     return
                 except protocol.ProtocolError as exc:
@@ -147,6 +187,8 @@ class Feeder:
                     with self._lock:
                         self.state.infra_error = f"feeder: {type(exc).__name__}: {exc}"[:500]
                     return
+                if reply is None:  # one-way messages (losses) get no answer
+                    continue
                 try:
                     protocol.send(conn, reply, body)
                 except OSError:
@@ -174,7 +216,7 @@ class Feeder:
             if len(self.state.problems) < 50:
                 self.state.problems.append(text)
 
-    def _handle(self, header: dict, payload: bytes) -> tuple[dict, bytes]:
+    def _handle(self, header: dict, payload: bytes) -> tuple[dict | None, bytes]:
         op = header["op"]
         rank = int(header["rank"])
         if not 0 <= rank < self.plan.world_size:
@@ -183,7 +225,8 @@ class Feeder:
             p = self.plan
             return {"vocab_size": p.vocab_size, "seq_len": p.seq_len,
                     "separator_id": p.separator_id, "param_cap": p.param_cap,
-                    "token_budget": p.token_budget}, b""
+                    "token_budget": p.token_budget,
+                    "max_step_rows": self.order.max_step_rows // p.world_size}, b""
         if op == "ready":
             with self._lock:
                 if self.state.ready_at is None:
@@ -191,46 +234,61 @@ class Feeder:
                     self.state.deadline_at = self.state.ready_at + self.plan.deadline_s
                 left = self.state.deadline_at - time.monotonic()
             return {"deadline_s": max(0.0, left)}, b""
+        if op == "loss":
+            self._record_loss(rank, int(header["step"]), payload)
+            return None, b""
+        if op == "probe":
+            self._record_probe(rank, int(header["step"]), header["nats"])
+            return None, b""
         if op == "next":
-            self._record_loss(rank, header.get("loss"))
             return self._next(rank, int(header["step"]), int(header["rows"]))
         if op == "finish":
-            self._record_loss(rank, header.get("loss"))
             body = json.loads(payload) if payload else {}
+            if not isinstance(body, dict):
+                raise ValueError("the finish body is not an object")
             with self._lock:
                 self.state.finishes[rank] = Finish(
                     str(header.get("status", "crash"))[:32], str(header.get("detail", ""))[:4000],
-                    body.get("axes"), body.get("logs") or [])
+                    body.get("axes"), body.get("telemetry") or [])
             return {"ok": True}, b""
         raise ValueError(f"unknown op {op!r}")
 
-    def _record_loss(self, rank: int, loss: dict | None) -> None:
-        if loss is None:
-            return
-        key = (int(loss["step"]), rank)
-        nats, tokens = float(loss["nats"]), int(loss["tokens"])
+    # ---- losses ----------------------------------------------------------------------------
+    def _record_loss(self, rank: int, step: int, payload: bytes) -> None:
+        """The per-position losses of one served batch: summed here, a few kept."""
         with self._lock:
-            served = self.state.served.get(key)
+            served = self.state.served.get((step, rank))
             if served is None or served.nats is not None:
-                self.state.problems.append(f"loss for a batch not served or reported twice: {key}")
+                self.state.problems.append(f"loss for a batch not served or reported twice: "
+                                           f"step {step} rank {rank}")
                 return
-            if tokens != served.tokens:
-                self.state.problems.append(f"step {key}: harness counted {tokens} tokens, "
-                                           f"feeder {served.tokens}")
+        if len(payload) != served.scored.size * 4:
+            raise ValueError(f"step {step}: {len(payload)} bytes of losses for "
+                             f"{served.scored.size} positions")
+        per_token = np.frombuffer(payload, dtype="<f4").reshape(served.scored.shape)
+        scored = per_token[served.scored].astype(np.float64)
+        nats = float(scored.sum())
+        if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
+            self._problem(f"step {step} rank {rank}: a negative loss was reported")
+            nats = math.nan
+        row_idx, pos = kept_positions(self.plan.sample_secret, step, rank, len(served.rows),
+                                      self.plan.seq_len, self.plan.sample_rows)
+        with self._lock:
             served.nats = nats
+            served.sample = [float(v) for v in per_token[row_idx, pos]]
             served.t = time.monotonic() - self.t0
 
-    def _audit(self, step: int, first_rows: int) -> bool:
-        """Step 0 always (the step-0 check needs it); then a keyed coin the miner can't see."""
-        if step == 0:
-            return True
-        if self.state.audits >= self.plan.audit_count:
-            return False
-        expected_steps = max(1, self.plan.budget_rows // max(1, first_rows * self.plan.world_size))
-        p = min(1.0, self.plan.audit_count / expected_steps)
-        digest = hmac.new(self.plan.audit_secret, step.to_bytes(8, "big"), hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "big") / 2**64 < p
+    def _record_probe(self, rank: int, step: int, nats) -> None:
+        with self._lock:
+            served = self.state.served.get((step, rank))
+            if served is None or not served.probe_asked or served.probed is not None:
+                self.state.problems.append(f"probe result for step {step} rank {rank} that "
+                                           "was not asked for")
+                return
+            values = [float(v) for v in nats][: self.plan.sample_rows]
+            served.probed = values
 
+    # ---- batches ---------------------------------------------------------------------------
     def _next(self, rank: int, step: int, rows: int) -> tuple[dict, bytes]:
         if rows < 1:
             raise ValueError("rows must be positive")
@@ -249,34 +307,62 @@ class Feeder:
                                  f"asked {alloc.requested_rows}")
             if alloc.done:
                 return {"done": True}, b""
-            offset = alloc.start_row + rank * alloc.per_rank_rows
+            position = alloc.start + rank * alloc.per_rank_rows
             n = alloc.per_rank_rows
+        indices = self.order.rows_at(position, n)
         try:
-            block = self.stream.rows(self.plan.seq_len, offset, n)
-            targets = block[:, 1:]
-            tokens = int(np.count_nonzero(targets != self.plan.separator_id))
-            nbytes = int(self.stream.byte_lengths[targets].sum())
+            block = self.stream.rows_at(self.plan.seq_len, indices)
         except Exception as exc:
-            raise FeederFailure(f"feeder: reading rows {offset}..{offset + n}: "
+            raise FeederFailure(f"feeder: reading rows at stream position {position}: "
                                 f"{type(exc).__name__}: {exc}") from exc
-        audit = alloc.audit and rank == 0
+        scored = block[:, 1:] != self.plan.separator_id
+        for i, row in enumerate(indices.tolist()):
+            if row in self.order.unscored:
+                scored[i, -1] = False
+        tokens = int(scored.sum())
+        nbytes = int(self.stream.byte_lengths[block[:, 1:]][scored].sum())
+        served = Served(step, rank, position, indices, tokens, nbytes, scored)
+        reply: dict = {"rows": n, "tokens": tokens}
+        if self.replay is not None:
+            self._replay_instructions(served, reply)
         with self._lock:
-            self.state.served[(step, rank)] = Served(step, rank, offset, n, tokens, nbytes, audit)
-        reply = {"rows": n, "tokens": tokens, "audit": audit, "offset_row": offset}
+            self.state.served[(step, rank)] = served
         return reply, np.ascontiguousarray(block, dtype="<i4").tobytes()
+
+    def _replay_instructions(self, served: Served, reply: dict) -> None:
+        """At the checked steps, the harness snapshots and/or predicts the kept positions
+        without their targets before the scored forward."""
+        replay = self.replay
+        if served.step in replay.snapshot_steps:
+            served.snapshot_asked = True
+            reply["snapshot"] = True
+        if served.step in replay.probe_steps:
+            row_idx, pos = kept_positions(self.plan.sample_secret, served.step, served.rank,
+                                          len(served.rows), self.plan.seq_len,
+                                          self.plan.sample_rows)
+            served.probe_asked = True
+            reply["probe"] = {"rows": row_idx.tolist(), "positions": pos.tolist()}
 
     def _allocate(self, step: int, rows: int) -> _Step:
         st, W = self.state, self.plan.world_size
-        remaining = self.plan.budget_rows - st.next_row
+        if rows * W > self.order.max_step_rows:
+            raise ValueError(f"a step may take at most {self.order.max_step_rows // W} rows "
+                             f"per rank (asked {rows})")
+        remaining = self.plan.budget_rows - st.next_position
         late = st.deadline_at is not None and time.monotonic() > st.deadline_at
         per_rank = min(rows, remaining // W)
+        if self.replay is not None:
+            if step > self.replay.last_step:
+                return _Step(rows, 0, st.next_position, True)
+            original = self.replay.original.get((step, 0))
+            if original is None or original[0] != per_rank:
+                st.diverged = (f"step {step}: the replay took {per_rank} rows per rank, the "
+                               f"original run {'none' if original is None else original[0]}")
+                return _Step(rows, 0, st.next_position, True)
         if late or per_rank < 1:
-            return _Step(rows, 0, st.next_row, False, True)
-        first_rows = st.steps[0].requested_rows if st.steps else rows
-        audit = self._audit(step, first_rows)
-        st.audits += audit and step > 0
-        alloc = _Step(rows, per_rank, st.next_row, audit, False)
-        st.next_row += per_rank * W
+            return _Step(rows, 0, st.next_position, True)
+        alloc = _Step(rows, per_rank, st.next_position, False)
+        st.next_position += per_rank * W
         return alloc
 
     def kill_at(self, grace_s: float) -> float | None:
@@ -295,14 +381,11 @@ class Feeder:
             thread.join(timeout=2)
 
     def reported(self) -> list[Served]:
-        """Batches whose loss reached the feeder, in stream order."""
+        """Batches whose losses reached the feeder, in stream order."""
         with self._lock:
             done = [s for s in self.state.served.values() if s.nats is not None]
-        return sorted(done, key=lambda s: (s.offset_row, s.rank))
+        return sorted(done, key=lambda s: (s.position, s.rank))
 
     def unreported(self) -> list[Served]:
         with self._lock:
             return [s for s in self.state.served.values() if s.nats is None]
-
-    def nonfinite(self) -> bool:
-        return any(not math.isfinite(s.nats) for s in self.reported())

@@ -1,8 +1,13 @@
-"""The wire between the feeder (outside) and the harness (inside): framed JSON + raw bytes.
+"""The wire between the challenge (outside) and a harness (inside): framed JSON + raw bytes.
 
 A frame is a 4-byte big-endian header length, a JSON header, then `header["payload"]`
-raw bytes (token rows as little-endian int32). Small, explicit, and parseable without
-pickle on either side.
+raw bytes (token rows as little-endian int32, losses and logits as little-endian float32).
+Small, explicit, and parseable without pickle on either side.
+
+The receiving side bounds what it reads: the header is at most `MAX_HEADER` bytes, and the
+payload at most what `max_payload` allows for that header (a number, or a function of the
+header, so that each message kind has its own limit). A frame over a limit is refused
+before its payload is read, so no message can grow the reader's memory past a fixed bound.
 """
 
 from __future__ import annotations
@@ -10,13 +15,16 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 
 MAX_HEADER = 1 << 16
 MAX_PAYLOAD = 1 << 30
 
+PayloadLimit = int | Callable[[dict], int]
+
 
 class ProtocolError(RuntimeError):
-    """The peer sent something that is not a valid frame."""
+    """The peer sent something that is not a valid frame, or a frame over a limit."""
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -31,14 +39,18 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def send(sock: socket.socket, header: dict, payload: bytes = b"") -> None:
-    if payload:
+def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -> None:
+    if len(payload):
         header = {**header, "payload": len(payload)}
     raw = json.dumps(header, separators=(",", ":")).encode()
-    sock.sendall(struct.pack(">I", len(raw)) + raw + payload)
+    if len(raw) > MAX_HEADER:
+        raise ProtocolError(f"header of {len(raw)} bytes is over the limit of {MAX_HEADER}")
+    sock.sendall(struct.pack(">I", len(raw)) + raw)
+    if len(payload):
+        sock.sendall(payload)
 
 
-def recv(sock: socket.socket) -> tuple[dict, bytes]:
+def recv(sock: socket.socket, max_payload: PayloadLimit = MAX_PAYLOAD) -> tuple[dict, bytes]:
     (size,) = struct.unpack(">I", _recv_exact(sock, 4))
     if size > MAX_HEADER:
         raise ProtocolError(f"header of {size} bytes is too large")
@@ -49,6 +61,10 @@ def recv(sock: socket.socket) -> tuple[dict, bytes]:
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     n = header.get("payload", 0)
-    if not isinstance(n, int) or not 0 <= n <= MAX_PAYLOAD:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ProtocolError("bad payload length")
+    limit = max_payload(header) if callable(max_payload) else max_payload
+    if n > min(limit, MAX_PAYLOAD):
+        raise ProtocolError(f"a {header.get('op', 'message')!r} payload of {n} bytes is over "
+                            f"its limit of {min(limit, MAX_PAYLOAD)}")
     return header, _recv_exact(sock, n) if n else b""

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 ExitReason = Literal[
     "ok",  # train() returned and the final weights were saved
@@ -36,12 +36,14 @@ class BatchEntry(Model):
 
     step: int = Field(ge=0)
     rank: int = Field(0, ge=0)
-    offset_row: int = Field(ge=0)  # first row of the batch in the train stream
+    offset_row: int = Field(ge=0)  # stream position of the batch's first row (stream order)
     rows: int = Field(ge=1)
-    tokens: int = Field(ge=0)  # scored (non-separator) target tokens, counted by the feeder
+    tokens: int = Field(ge=0)  # scored target tokens, counted by the feeder
     bytes: int = Field(ge=0)  # UTF-8 bytes of those tokens, counted by the feeder
-    nats: float  # summed cross-entropy reported by the harness for this batch
+    nats: float  # the feeder's sum of the per-position losses the harness reported
     t: float = Field(ge=0)  # seconds since the train sandbox started when it was reported
+    # losses at the positions the record keeps (chosen by `RunRecord.sample_secret`)
+    sample: list[float] = []
 
 
 class Budget(Model):
@@ -67,6 +69,8 @@ class MeasuredAxes(Model):
     """What the harness observed about the submission (the registry's measured axes)."""
 
     param_count: int = Field(ge=0)
+    # elements of every tensor the model holds (parameters, buffers, tensor attributes)
+    state_count: int | None = Field(None, ge=0)
     layer_count: int = Field(ge=0)
     module_census: dict[str, int]
     optimizers: list[OptimizerAxis] = []
@@ -91,12 +95,17 @@ class ProbeResult(Model):
 
 
 class EvalResult(Model):
-    """What the eval sandbox (architecture.py only) measured."""
+    """What the eval sandbox (architecture.py only) measured.
+
+    Held-out values are target-absent: each scored position was predicted from inputs that
+    held its context and not the token it predicts, so no look-ahead can lower them.
+    """
 
     val_bpb_trained: float | None = None
-    val_bpb_twin: float | None = None
-    val_tokens: int = 0
+    val_bpb_twin: float | None = None  # capped at the know-nothing bpb
+    val_tokens: int = 0  # held-out positions scored
     val_bytes: int = 0
+    # the random-init twin's target-absent loss per token: the first batch's reference
     twin_step0_nats_per_token: float | None = None
     uniform_nats_per_token: float  # ln(vocab_size): what a know-nothing model pays
     probe_trained: ProbeResult | None = None
@@ -104,6 +113,13 @@ class EvalResult(Model):
     step0_weights_match_twin: bool | None = None  # info: train() changed weights before step 0
     exit_reason: ExitReason = "ok"
     detail: str = ""
+
+
+class TelemetryPoint(Model):
+    """What `ctx.log` reported at one step: shown, never scored."""
+
+    step: int = Field(ge=0)
+    values: dict[str, float]
 
 
 class Placement(Model):
@@ -117,7 +133,7 @@ class Placement(Model):
 
 
 class RunRecord(Model):
-    version: Literal[1] = RECORD_VERSION
+    version: Literal[1, 2] = RECORD_VERSION
     digest: str
     corpus: str  # "demo" or "fineweb-edu" (from the data MANIFEST)
     manifest_sha256: str
@@ -136,4 +152,8 @@ class RunRecord(Model):
     startup_s: float = 0.0
     train_s: float = 0.0
     eval_s: float = 0.0
+    lanes: int = 0  # the stream order's lane count (0: a record made before lanes)
+    sample_rows: int = 0  # positions kept per batch
+    sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
+    telemetry: list[TelemetryPoint] = []
     placement: Placement | None = None

@@ -1,21 +1,25 @@
 """One re-execution of a submission, end to end: feeder + train sandbox + eval sandbox.
 
-This is the only place that knows the sandbox layout (what is mounted where). It returns a
-`RunRecord` assembled from what the challenge itself observed; it never unpickles anything
-the miner's process wrote (snapshots and weights are only loaded inside the eval sandbox).
+This is the only place that knows the sandbox layout (what is mounted where). `run` returns
+a `RunRecord` assembled from what the challenge itself observed; `replay` re-runs a scored
+run for a contender and returns a `ReplayRecord`. Nothing the miner's process wrote is ever
+unpickled here (weights and snapshots are only loaded inside the eval sandbox), and nothing
+the validator knows is placed in a sandbox as a file: rows, cut inputs and plans travel over
+sockets, one batch or task at a time.
 """
 
 from __future__ import annotations
 
 import copy
-import json
+import dataclasses
 import math
 import os
 import secrets
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +36,11 @@ from prism_challenge.sandbox.backends import (
     minimal_env,
 )
 from prism_challenge.sandbox.devices import discover_gpus
+from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.faults import host_fault
-from prism_challenge.sandbox.feeder import Feeder, FeederPlan, Served
+from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
+from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan
 from prism_challenge.sandbox.record import (
-    AuditEntry,
     BatchEntry,
     Budget,
     Consumed,
@@ -44,14 +49,28 @@ from prism_challenge.sandbox.record import (
     Placement,
     ProbeResult,
     RunRecord,
+    TelemetryPoint,
+)
+from prism_challenge.sandbox.replay import (
+    PositionTally,
+    ReplayRecord,
+    choose_checks,
+    compare_batches,
+    compare_probes,
+    compare_snapshots,
+    probe_seconds,
+    snapshot_tasks,
 )
 from prism_challenge.sandbox.slots import Slot
+from prism_challenge.sandbox.stream_order import LaneOrder
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
                  "output": "output", "cancelled": "infra", "host_memory": "infra"}
-EVAL_RESULT_MAX_BYTES = 1 << 20
 PROBE_POSITIONS = 3
-MAX_PROBE_ROWS = 64
+MAX_PROBE_ROWS = 8
+HELDOUT_BATCH = 32
+LN2 = math.log(2.0)
+REPLAY_SLACK = 1.25  # a replay may take this much longer than the deadline to reach its checks
 
 
 class Cancelled(RuntimeError):
@@ -86,12 +105,24 @@ class RunPaths:
     def eval_scratch(self) -> Path:
         return self.root / "eval_scratch"
 
-    def create(self) -> None:
+    def create(self, files: Mapping[str, bytes]) -> None:
         if self.root.exists():
             shutil.rmtree(self.root)
         for d in (self.submission, self.sock, self.scratch, self.eval_submission,
                   self.eval_inputs, self.eval_scratch):
             d.mkdir(parents=True)
+        for fname in ("architecture.py", "training.py"):
+            (self.submission / fname).write_bytes(files[fname])
+        (self.eval_submission / "architecture.py").write_bytes(files["architecture.py"])
+
+    def move_to_eval(self, path: Path) -> bool:
+        """Hand a file the run wrote (weights, a snapshot) to the eval sandbox, if it is a
+        plain file and not a link the miner planted."""
+        inside = path.resolve().is_relative_to(self.scratch.resolve())
+        if inside and path.is_file() and not path.is_symlink():
+            os.replace(path, self.eval_inputs / path.name)
+            return True
+        return False
 
 
 def _python() -> str:
@@ -109,13 +140,20 @@ def train_argv(nproc: int) -> tuple[str, ...]:
             "prism_challenge.sandbox.harness.train_main")
 
 
-def budget_of(stream, seq_len: int, rows: int, separator_id: int) -> Budget:
+def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budget:
+    """Scored tokens and bytes of the whole budget (lane ends are not scored)."""
+    rows = order.budget_rows
     scored = nbytes = 0
     chunk = max(1, (1 << 22) // (seq_len + 1))
     for start in range(0, rows, chunk):
         targets = stream.rows(seq_len, start, min(chunk, rows - start))[:, 1:]
         scored += int(np.count_nonzero(targets != separator_id))
         nbytes += int(stream.byte_lengths[targets].sum())
+    for row in order.unscored:
+        last = int(stream.rows(seq_len, row, 1)[0, -1])
+        if last != separator_id:
+            scored -= 1
+            nbytes -= int(stream.byte_lengths[last])
     return Budget(rows=rows, tokens=rows * seq_len, scored_tokens=scored, bytes=nbytes)
 
 
@@ -137,9 +175,11 @@ class Runner:
         self.budget_rows = self.train.budget_rows(c.seq_len, c.token_budget)
         self.separator_id = self.train.manifest.separator_id
         self.vocab_size = self.train.manifest.vocab_size
-        self.budget = budget_of(self.train, c.seq_len, self.budget_rows, self.separator_id)
-        if self.val.n_rows(c.seq_len) < 1:
-            raise ValueError(f"the val split has no full row of seq_len {c.seq_len} + 1 tokens")
+        self.order = LaneOrder(self.budget_rows, c.stream_lanes)
+        self.budget = budget_of(self.train, c.seq_len, self.order, self.separator_id)
+        if self.val.n_rows(c.seq_len) < 2:
+            raise ValueError(f"the val split holds fewer than two rows of seq_len {c.seq_len}"
+                             " + 1 tokens")
         self.slot: Slot | None = None
 
     @classmethod
@@ -180,18 +220,18 @@ class Runner:
         threads = str(self.settings.sandbox.cpu_threads)
         return minimal_env({"PRISM_SEED": str(self.settings.challenge.seed),
                             "PRISM_THREADS": threads, "OMP_NUM_THREADS": threads,
-                            "PRISM_SCRATCH": "/scratch", **extra})
+                            "PRISM_SCRATCH": "/scratch",
+                            "PRISM_SOCKET": "/run/prism/feeder.sock", **extra})
 
-    def _train_spec(self, paths: RunPaths, name: str) -> SandboxSpec:
-        s, c = self.settings.sandbox, self.settings.challenge
+    def _train_spec(self, paths: RunPaths, name: str, deadline_s: float) -> SandboxSpec:
+        s = self.settings.sandbox
         return SandboxSpec(
             argv=train_argv(s.nproc_per_node),
             mounts=(Mount(paths.submission, "/submission"),
                     Mount(paths.sock / "feeder.sock", "/run/prism/feeder.sock", writable=True),
                     Mount(paths.scratch, "/scratch", writable=True)),
-            env=self._env({"PRISM_SUBMISSION": "/submission",
-                           "PRISM_SOCKET": "/run/prism/feeder.sock"}),
-            limits=self._limits(s.startup_grace_s + c.deadline_s + s.save_grace_s),
+            env=self._env({"PRISM_SUBMISSION": "/submission"}),
+            limits=self._limits(s.startup_grace_s + deadline_s + s.save_grace_s),
             scratch=paths.scratch, gpus=self.devices(),
             cpus=() if self.slot is None else self.slot.cpus, name=f"{name}-train",
         )
@@ -202,6 +242,7 @@ class Runner:
             argv=(_python(), "-m", "prism_challenge.sandbox.harness.eval_main"),
             mounts=(Mount(paths.eval_submission, "/submission"),
                     Mount(paths.eval_inputs, "/inputs"),
+                    Mount(paths.sock / "eval.sock", "/run/prism/feeder.sock", writable=True),
                     Mount(paths.eval_scratch, "/scratch", writable=True)),
             env=self._env({"PRISM_SUBMISSION": "/submission", "PRISM_INPUTS": "/inputs"}),
             limits=self._limits(s.eval_time_s), scratch=paths.eval_scratch,
@@ -209,52 +250,73 @@ class Runner:
             name=f"{name}-eval",
         )
 
+    def _feeder_plan(self, secret: bytes) -> FeederPlan:
+        c, v = self.settings.challenge, self.settings.verification
+        return FeederPlan(
+            seq_len=c.seq_len, vocab_size=self.vocab_size, separator_id=self.separator_id,
+            param_cap=c.param_cap, token_budget=self.budget_rows * c.seq_len,
+            budget_rows=self.budget_rows, deadline_s=c.deadline_s,
+            world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
+            sample_rows=v.sample_rows, lanes=c.stream_lanes,
+        )
+
+    def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
+               replay: ReplayPlan | None = None) -> tuple[Feeder, SandboxResult]:
+        feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay)
+
+        def stop_at() -> float | None:
+            self.on_progress(feeder.state.next_position, self.budget_rows)
+            if cancel.is_set():
+                return 0.0
+            return feeder.kill_at(self.settings.sandbox.save_grace_s)
+
+        try:
+            result = self.backend.run(self._train_spec(paths, name, plan.deadline_s),
+                                      stop_at=stop_at)
+        finally:
+            feeder.close()
+        if cancel.is_set():
+            raise Cancelled("the validator is shutting down")
+        return feeder, result
+
+    def _eval(self, paths: RunPaths, name: str, tasks: Iterator[Task], precision: str,
+              cancel: threading.Event) -> tuple[EvalServer, SandboxResult]:
+        c = self.settings.challenge
+        hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
+                 "separator_id": self.separator_id, "vocab_size": self.vocab_size,
+                 "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
+        server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size)
+        try:
+            result = self.backend.run(self._eval_spec(paths, name),
+                                      stop_at=lambda: 0.0 if cancel.is_set() else None)
+        finally:
+            server.close()
+        if cancel.is_set():
+            raise Cancelled("the validator is shutting down")
+        return server, result
+
     # ---- one run --------------------------------------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
             *, cancel: threading.Event | None = None) -> RunRecord:
         """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile."""
         cancel = cancel or threading.Event()
         paths = RunPaths(Path(run_dir))
-        paths.create()
-        for fname in ("architecture.py", "training.py"):
-            (paths.submission / fname).write_bytes(files[fname])
-        (paths.eval_submission / "architecture.py").write_bytes(files["architecture.py"])
+        paths.create(files)
         name = f"prism-{digest[:12]}"
         secret = secrets.token_bytes(32)
-        c = self.settings.challenge
-        plan = FeederPlan(
-            seq_len=c.seq_len, vocab_size=self.vocab_size, separator_id=self.separator_id,
-            param_cap=c.param_cap, token_budget=self.budget_rows * c.seq_len,
-            budget_rows=self.budget_rows, deadline_s=c.deadline_s,
-            world_size=self.settings.sandbox.nproc_per_node, audit_secret=secret,
-        )
-        feeder = Feeder(self.train, plan, paths.sock / "feeder.sock")
         self.on_event("training in the sandbox")
-
-        def stop_at() -> float | None:
-            self.on_progress(feeder.state.next_row, self.budget_rows)
-            if cancel.is_set():
-                return 0.0
-            return feeder.kill_at(self.settings.sandbox.save_grace_s)
-
-        try:
-            train_result = self.backend.run(self._train_spec(paths, name), stop_at=stop_at)
-        finally:
-            feeder.close()
-        if cancel.is_set():
-            raise Cancelled("the validator is shutting down")
+        feeder, train_result = self._train(paths, name, self._feeder_plan(secret), cancel)
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
         exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
         axes = _axes(finish.axes if finish else None)
-        self.on_event("evaluating the final weights and the random-init twin")
-        eval_result, eval_s, audits = self._evaluate(paths, name, batches, axes, secret, cancel)
-        if cancel.is_set():
-            raise Cancelled("the validator is shutting down")
-        consumed = Consumed(rows=sum(b.rows for b in batches),
+        self.on_event("evaluating the final weights and the random-init twin (held out)")
+        eval_result, eval_s = self._evaluate(paths, name, axes, secret, cancel)
+        c = self.settings.challenge
+        consumed = Consumed(rows=sum(len(b.rows) for b in batches),
                             scored_tokens=sum(b.tokens for b in batches),
                             bytes=sum(b.bytes for b in batches),
-                            nats=sum(b.nats for b in batches))
+                            nats=math.fsum(b.nats for b in batches))
         ready = feeder.state.ready_at
         startup = (ready - feeder.t0) if ready else train_result.wall_s
         limits_hit = list(train_result.limits_hit) + list(feeder.state.problems[:5])
@@ -262,106 +324,150 @@ class Runner:
             digest=digest, corpus=self.train.manifest.corpus,
             manifest_sha256=self.train.manifest.sha256, vocab_size=self.vocab_size,
             seq_len=c.seq_len, param_cap=c.param_cap, budget=self.budget, consumed=consumed,
-            batches=[BatchEntry(step=b.step, rank=b.rank, offset_row=b.offset_row, rows=b.rows,
-                                tokens=b.tokens, bytes=b.bytes, nats=b.nats, t=b.t or 0.0)
-                     for b in batches],
-            axes=axes, audits=audits, eval=eval_result, exit_reason=exit_reason,
+            batches=[BatchEntry(step=b.step, rank=b.rank, offset_row=b.position,
+                                rows=len(b.rows), tokens=b.tokens, bytes=b.bytes, nats=b.nats,
+                                t=b.t or 0.0, sample=b.sample or []) for b in batches],
+            axes=axes, eval=eval_result, exit_reason=exit_reason,
             exit_detail=exit_detail, limits_hit=limits_hit, startup_s=round(startup, 3),
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
+            lanes=c.stream_lanes, sample_rows=self.settings.verification.sample_rows,
+            sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
             placement=self.placement(),
         )
 
-    def _evaluate(self, paths: RunPaths, name: str, batches: list[Served],
-                  axes: MeasuredAxes | None, secret: bytes, cancel: threading.Event):
-        c, sc = self.settings.challenge, self.settings.scoring
-        rng = np.random.default_rng(int.from_bytes(secret[:8], "big"))
-        T, sep = c.seq_len, self.separator_id
-        val_rows_n = min(self.val.n_rows(T), math.ceil(c.val_tokens / T))
-        val_rows = self.val.rows(T, 0, val_rows_n)
-        np.save(paths.eval_inputs / "val_rows.npy", val_rows)
-        batch_size = axes.batch_size if axes and axes.batch_size else 4
-        probe_n = max(1, min(batch_size, MAX_PROBE_ROWS, val_rows_n))
-        np.save(paths.eval_inputs / "probe_rows.npy", val_rows[:probe_n])
+    def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
+                  secret: bytes, cancel: threading.Event) -> tuple[EvalResult, float]:
+        """Held-out bpb of the trained model and its twin, target-absent; causality screen."""
+        sc, T = self.settings.scoring, self.seq_len
+        rng = np.random.default_rng(int.from_bytes(secret[8:16], "big"))
+        plan = heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row, rng)
+        twin_plan = plan.first(sc.heldout_twin_positions)
+        probe_rows = self.val.rows_at(T, np.arange(1, self.val.n_rows(T), 2)[:MAX_PROBE_ROWS])
         positions = sorted(int(p) for p in rng.choice(T - 1, size=min(PROBE_POSITIONS, T - 1),
                                                       replace=False))
-        audited = [b for b in batches if _snapshot(paths, b.step).is_file() and b.rank == 0]
-        cfg: dict = {
-            "seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
-            "separator_id": sep, "vocab_size": self.vocab_size, "seq_len": T,
-            "param_cap": c.param_cap, "val_batch": 8, "audits": [], "step0": None,
-            "probe": {"positions": positions, "seed": int(rng.integers(1, 2**31))},
-        }
-        for b in audited:
-            snap, rows = f"audit_{b.step}.pt", f"audit_{b.step}_rows.npy"
-            os.replace(_snapshot(paths, b.step), paths.eval_inputs / snap)
-            np.save(paths.eval_inputs / rows, self.train.rows(T, b.offset_row, b.rows))
-            entry = {"step": b.step, "snapshot": snap, "rows": rows}
-            cfg["audits"].append(entry)
-            if b.step == 0:
-                cfg["step0"] = entry
-        final = paths.scratch / "out" / "final.pt"
-        if final.is_file() and not final.is_symlink():
-            os.replace(final, paths.eval_inputs / "final.pt")
-        (paths.eval_inputs / "eval.json").write_text(json.dumps(cfg))
-        result = self.backend.run(self._eval_spec(paths, name),
-                                  stop_at=lambda: 0.0 if cancel.is_set() else None)
-        raw = _read_eval(paths.eval_scratch / "eval_result.json")
-        val_targets = val_rows[:, 1:]
-        val_bytes = int(self.val.byte_lengths[val_targets].sum())
-        ln2 = math.log(2)
+        causality = {"positions": positions, "seed": int(rng.integers(1, 2**31))}
+        trained = paths.move_to_eval(paths.scratch / "out" / "final.pt")
 
-        def bpb(key: str) -> float | None:
-            v = raw.get(key)
-            return float(v) / ln2 / val_bytes if isinstance(v, int | float) and val_bytes else None
+        def tasks() -> Iterator[Task]:
+            if trained:
+                yield from plan.tasks("trained", HELDOUT_BATCH, self.separator_id)
+            yield from twin_plan.tasks("twin", HELDOUT_BATCH, self.separator_id)
+            for model in (("trained",) if trained else ()) + ("twin",):
+                yield Task("causality", model, probe_rows[:, :-1], causality=causality,
+                           tag=model)
 
-        def probe(key: str) -> ProbeResult | None:
-            v = raw.get(key)
-            if not isinstance(v, dict):
-                return None
-            diff = float(v.get("max_abs_diff", math.inf))
-            return ProbeResult(ok=diff <= sc.probe_abs_tol, max_abs_diff=diff,
-                               positions=positions)
+        precision = axes.precision if axes else "fp32"
+        server, result = self._eval(paths, name, tasks(), precision, cancel)
+        answers = server.answers
+        ev = self._eval_result(plan, twin_plan, answers, trained, result, server.problems,
+                               positions)
+        return ev, result.wall_s
 
-        recomputed = {a.get("step"): a.get("recomputed_nats") for a in raw.get("audits", [])
-                      if isinstance(a, dict)}
-        audits = []
-        for b in audited:
-            r = recomputed.get(b.step)
-            r = float(r) if isinstance(r, int | float) else None
-            ok = r is not None and abs(r - b.nats) <= sc.audit_rel_tol * max(abs(b.nats), 1e-6)
-            audits.append(AuditEntry(step=b.step, rank=b.rank, recorded_nats=b.nats,
-                                     recomputed_nats=r, ok=ok))
-        tokens0 = raw.get("twin_step0_tokens") or 0
-        twin0 = raw.get("twin_step0_nats")
+    def _eval_result(self, plan: HeldOutPlan, twin_plan: HeldOutPlan, answers: list[Answer],
+                     trained: bool, result: SandboxResult, problems: list[str],
+                     positions: list[int]) -> EvalResult:
+        sc = self.settings.scoring
+        log2v = math.log2(self.vocab_size)
+
+        def held(model: str, p: HeldOutPlan) -> tuple[float | None, float | None, int, int]:
+            got = [a for a in answers if a.task.kind == "logits" and a.task.model == model]
+            n = sum(len(a.nats) for a in got)
+            nbytes = int(self.val.byte_lengths[p.targets()].sum())
+            if n != p.count or nbytes == 0:
+                return None, None, n, nbytes
+            nats = math.fsum(float(x) for a in got for x in a.nats)
+            return nats / LN2 / nbytes, nats / n, n, nbytes
+
+        def probe(model: str) -> ProbeResult | None:
+            for a in answers:
+                if a.task.kind == "causality" and a.task.model == model and a.result:
+                    diff = a.result.get("max_abs_diff")
+                    diff = float(diff) if isinstance(diff, int | float) else math.inf
+                    return ProbeResult(ok=diff <= sc.probe_abs_tol, max_abs_diff=diff,
+                                       positions=positions)
+            return None
+
+        val_bpb, _, n, nbytes = held("trained", plan) if trained else (None, None, 0, 0)
+        twin_bpb, twin_nats, _, twin_bytes = held("twin", twin_plan)
+        if twin_bpb is not None:  # a twin worse than knowing nothing cannot widen the delta
+            twin_bpb = min(twin_bpb, log2v * twin_plan.count / twin_bytes)
         exit_reason = "ok" if result.cause == "ok" else CAUSE_TO_EXIT.get(result.cause, "crash")
-        detail = raw.get("detail") or result.detail
-        if result.cause != "ok" and not raw:
-            detail = f"{result.detail}: {result.output[-1500:]}"
-        ev = EvalResult(
-            val_bpb_trained=bpb("trained_val_nats"), val_bpb_twin=bpb("twin_val_nats"),
-            val_tokens=int(raw.get("val_tokens") or 0), val_bytes=val_bytes,
-            twin_step0_nats_per_token=(float(twin0) / tokens0) if twin0 is not None and tokens0
-            else None,
+        detail = "; ".join(problems)
+        if result.cause != "ok" or (problems and exit_reason == "ok"):
+            exit_reason = exit_reason if exit_reason != "ok" else "crash"
+            detail = f"{detail} {result.detail}: {result.output[-1500:]}".strip()
+        if not trained:
+            detail = (detail + " no final weights were saved by the training run").strip()
+        return EvalResult(
+            val_bpb_trained=val_bpb, val_bpb_twin=twin_bpb, val_tokens=n, val_bytes=nbytes,
+            twin_step0_nats_per_token=twin_nats,
             uniform_nats_per_token=math.log(self.vocab_size),
-            probe_trained=probe("probe_trained"), probe_twin=probe("probe_twin"),
-            step0_weights_match_twin=raw.get("step0_weights_match_twin"),
-            exit_reason=exit_reason, detail=str(detail)[:4000],
+            probe_trained=probe("trained"), probe_twin=probe("twin"),
+            exit_reason=exit_reason, detail=detail[:4000],
         )
-        return ev, result.wall_s, audits
 
-
-def _snapshot(paths: RunPaths, step: int) -> Path:
-    return paths.scratch / "audit" / f"step_{step:08d}.pt"
-
-
-def _read_eval(path: Path) -> dict:
-    try:
-        if path.is_symlink() or path.stat().st_size > EVAL_RESULT_MAX_BYTES:
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    # ---- contender replay ------------------------------------------------------------------
+    def replay(self, files: Mapping[str, bytes], record: RunRecord, run_dir: Path,
+               *, cancel: threading.Event | None = None) -> ReplayRecord:
+        """Re-run a scored run with checks drawn now; raises `Cancelled` on shutdown."""
+        cancel = cancel or threading.Event()
+        if not record.sample_secret or record.lanes != self.settings.challenge.stream_lanes:
+            raise ValueError("this record predates contender replay or was made with another "
+                             "stream order; re-evaluate the submission")
+        v = self.settings.verification
+        paths = RunPaths(Path(run_dir))
+        paths.create(files)
+        name = f"prism-{record.digest[:12]}-replay"
+        checks = choose_checks(record, np.random.default_rng(secrets.randbits(128)),
+                               probe_fraction=v.probe_fraction, probe_min=v.probe_min_steps,
+                               probe_max=v.probe_max_steps, snapshots=v.snapshot_steps)
+        secret = bytes.fromhex(record.sample_secret)
+        plan = self._feeder_plan(secret)
+        plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
+                                   sample_rows=record.sample_rows)
+        self.on_event("replaying the run with checks drawn now")
+        t0 = time.monotonic()
+        feeder, train_result = self._train(paths, name, plan, cancel, replay=checks)
+        train_s = time.monotonic() - t0
+        served = sorted(feeder.state.served.values(), key=lambda s: (s.step, s.rank))
+        missing: list[str] = []
+        probes = PositionTally(v.position_abs_tol, v.position_rel_tol)
+        compare_probes(record, served, probes, missing)
+        names = {}
+        for s in served:
+            snap = paths.scratch / "snapshots" / f"step_{s.step:08d}_rank{s.rank}.pt"
+            if s.snapshot_asked:
+                if paths.move_to_eval(snap):
+                    names[(s.step, s.rank)] = snap.name
+                else:
+                    missing.append(f"no snapshot for step {s.step} rank {s.rank}")
+        snapshots = PositionTally(v.position_abs_tol, v.position_rel_tol)
+        eval_s = 0.0
+        if names:
+            self.on_event("re-predicting the snapshots' kept positions (architecture only)")
+            precision = record.axes.precision if record.axes else "fp32"
+            server, result = self._eval(paths, name, snapshot_tasks(
+                record, served, self.train, names, self.separator_id), precision, cancel)
+            eval_s = result.wall_s
+            compare_snapshots(record, server.answers, snapshots)
+            answered = {a.task.tag[:2] for a in server.answers}
+            missing += [f"the eval sandbox did not re-predict step {k[0]} rank {k[1]}: "
+                        f"{result.cause} {'; '.join(server.problems)[:300]}"
+                        for k in names if k not in answered]
+        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
+        reached = max((s.step for s in served if s.nats is not None), default=-1)
+        if reached < checks.last_step and feeder.state.diverged is None:
+            missing.append(f"the replay stopped at step {reached}, before step "
+                           f"{checks.last_step} ({exit_reason}: {exit_detail[:300]})")
+        return ReplayRecord(
+            digest=record.digest, exit_reason=exit_reason, exit_detail=exit_detail[:4000],
+            diverged=feeder.state.diverged, probe_steps=sorted(checks.probe_steps),
+            snapshot_steps=sorted(checks.snapshot_steps), last_step=checks.last_step,
+            probes=probes.result(), snapshots=snapshots.result(), missing=missing[:20],
+            train_s=round(train_s, 3), eval_s=round(eval_s, 3),
+            probe_s=round(probe_seconds(served), 3),
+            **compare_batches(record, served, v.batch_rel_tol),
+        )
 
 
 def _axes(raw: dict | None) -> MeasuredAxes | None:
@@ -371,6 +477,19 @@ def _axes(raw: dict | None) -> MeasuredAxes | None:
         return MeasuredAxes.model_validate(raw)
     except ValueError:
         return None
+
+
+def _telemetry(raw) -> list[TelemetryPoint]:
+    """The harness's bounded telemetry, validated; anything malformed is dropped."""
+    points = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            points.append(TelemetryPoint.model_validate(item))
+        except ValueError:
+            continue
+        if len(points) >= 1000:
+            break
+    return points
 
 
 def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) -> tuple[str, str]:
@@ -395,6 +514,6 @@ def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) ->
         if fault is not None:
             return "infra", f"host fault ({fault.kind}): {fault.evidence}"
         return "crash", tail
-    if feeder.state.next_row >= feeder.plan.budget_rows:
+    if feeder.state.next_position >= feeder.plan.budget_rows:
         return "ok", ""
     return "ok", "train() returned before the token budget was consumed"

@@ -63,9 +63,9 @@ def step0(record: RunRecord, settings: ScoringSettings) -> list[str]:
     """Smuggled knowledge: the untrained model already predicts better than random init can.
 
     The first step's recorded loss is made by the forced-seed initial model, so it must not
-    be far below min(twin step-0 loss, ln V). The twin itself is `build_model` under the
-    same seed; if it is far below ln V, `build_model` carries knowledge (e.g. embedded
-    statistics or weights in the source).
+    be far below min(twin loss, ln V), where the twin's loss is its target-absent held-out
+    loss per token. The twin itself is `build_model` under the same seed; if it is far
+    below ln V, `build_model` carries knowledge (e.g. embedded statistics or weights).
     """
     ev = record.eval
     if ev is None or ev.twin_step0_nats_per_token is None:
@@ -76,7 +76,7 @@ def step0(record: RunRecord, settings: ScoringSettings) -> list[str]:
     twin = ev.twin_step0_nats_per_token
     if math.isfinite(twin) and twin < keep * uniform:
         reasons.append(
-            f"step0: the random-init twin's step-0 loss {twin:.4f} nats/token is more than "
+            f"step0: the random-init twin's loss {twin:.4f} nats/token is more than "
             f"{settings.step0_max_drop:.0%} below uniform ln V = {uniform:.4f} "
             "(knowledge built into build_model)"
         )
@@ -114,41 +114,15 @@ def causality(record: RunRecord, settings: ScoringSettings) -> list[str]:
     return [r for r in found if r is not None]
 
 
-def audit(record: RunRecord, settings: ScoringSettings) -> list[str]:
-    """Tampered record: an audited batch's loss, re-computed from its snapshot, must agree.
-
-    Also the audit's recorded value must be the batch entry's nats of the same step and
-    rank, so the harness cannot report one number to the audit and another to the feeder.
-    """
-    recorded = {(b.step, b.rank): b.nats for b in record.batches}
-    tol = settings.audit_rel_tol
-    reasons = []
-    for a in record.audits:
-        where = f"audit: step {a.step} rank {a.rank}"
-        if a.recomputed_nats is None:
-            reasons.append(f"{where} was not re-computed")
-            continue
-        entry = recorded.get((a.step, a.rank))
-        if entry is not None and not math.isclose(entry, a.recorded_nats, rel_tol=1e-9, abs_tol=0):
-            reasons.append(f"{where} recorded {a.recorded_nats} nats but the stream has {entry}")
-            continue
-        scale = max(abs(a.recorded_nats), abs(a.recomputed_nats))
-        if not abs(a.recorded_nats - a.recomputed_nats) <= tol * scale or a.ok is False:
-            reasons.append(
-                f"{where} recorded {a.recorded_nats:.6g} nats, re-computed "
-                f"{a.recomputed_nats:.6g} (relative tolerance {tol:g})"
-            )
-    return reasons
-
-
 def param_cap(record: RunRecord, settings: ScoringSettings) -> list[str]:
     """A model over the parameter cap (or one never measured) is out of the competition."""
     if record.axes is None:
         return ["param_cap: the parameter count was not measured"]
-    if record.axes.param_count > record.param_cap:
+    held = max(record.axes.param_count, record.axes.state_count or 0)
+    if held > record.param_cap:
         return [
-            f"param_cap: {record.axes.param_count:,} parameters exceed the cap "
-            f"{record.param_cap:,}"
+            f"param_cap: the model holds {held:,} tensor elements (parameters and buffers), "
+            f"over the cap {record.param_cap:,}"
         ]
     return []
 
@@ -160,7 +134,7 @@ def contract(record: RunRecord, settings: ScoringSettings) -> list[str]:
     return []
 
 
-GATES: tuple[Gate, ...] = (missing_eval, non_finite, step0, causality, audit, param_cap, contract)
+GATES: tuple[Gate, ...] = (missing_eval, non_finite, step0, causality, param_cap, contract)
 
 
 def gate_reasons(record: RunRecord, settings: ScoringSettings) -> list[str]:

@@ -5,6 +5,9 @@ held-out delta, earlier acceptance). The leader is not stored anywhere: it is de
 replaying the eligible submissions in the order they were accepted, where a challenger takes
 the lead only if it ranks ahead of the leader AND its bpb is at least `dethrone_margin`
 (relative) below the leader's. The same scores therefore always give the same leader.
+
+Only a verified run (its contender replay passed) can lead; `contenders` names the eligible
+runs not yet verified that would take the lead if they were, best first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ class Entry(_Frozen):
     corpus: str
     unreviewed: bool = False  # scored without an LLM review (llm.enabled: false)
     scored_at: float = 0.0
+    # contender replay: "none" (not asked), "queued", "running", "passed", "failed"
+    verification: str = "none"
+
+    @property
+    def verified(self) -> bool:
+        return self.verification == "passed"
 
 
 class Standing(_Frozen):
@@ -86,11 +95,13 @@ def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float
 def replay_leader(
     entries: Iterable[Entry], *, epsilon: float, margin: float
 ) -> tuple[Entry | None, list[LeaderChange]]:
-    """Replay eligible entries in accepted order; return the leader and every change of lead."""
+    """Replay eligible, verified entries in accepted order; return the leader and every
+    change of lead."""
     leader: Entry | None = None
     history: list[LeaderChange] = []
     for entry in sorted(
-        (e for e in entries if e.eligible), key=lambda e: (e.accepted_at, e.submission_id)
+        (e for e in entries if e.eligible and e.verified),
+        key=lambda e: (e.accepted_at, e.submission_id),
     ):
         if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin):
             history.append(
@@ -104,6 +115,23 @@ def replay_leader(
             )
             leader = entry
     return leader, history
+
+
+def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
+               corpus: str | None = None) -> list[Entry]:
+    """Eligible entries never sent to verification that would lead if verified, best first.
+
+    With no verified leader, every eligible entry qualifies; otherwise only those that
+    dethrone the verified leader.
+    """
+    entries = list(entries)
+    if corpus is None:
+        corpus = latest_corpus(entries)
+    pool = [e for e in entries if e.corpus == corpus and e.eligible]
+    leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin)
+    found = [e for e in pool if e.verification == "none" and (
+        leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin))]
+    return sorted(found, key=lambda e: rank_key(e, epsilon))
 
 
 def best_per_hotkey(entries: Iterable[Entry], epsilon: float) -> list[Entry]:

@@ -39,9 +39,14 @@ def uniform_bpb(record: RunRecord) -> float:
     return record.budget.scored_tokens * math.log2(record.vocab_size) / record.budget.bytes
 
 
+def stream_order(batches: list[BatchEntry]) -> list[BatchEntry]:
+    """Batches in the order the stream served them (step, then rank)."""
+    return sorted(batches, key=lambda b: (b.step, b.rank, b.offset_row))
+
+
 def tail_batches(batches: list[BatchEntry], fraction: float) -> list[BatchEntry]:
-    """The shortest suffix of the stream (by offset_row) holding >= `fraction` of its tokens."""
-    ordered = sorted(batches, key=lambda b: (b.offset_row, b.rank, b.step))
+    """The shortest suffix of the stream holding >= `fraction` of its tokens."""
+    ordered = stream_order(batches)
     total = sum(b.tokens for b in ordered)
     want = fraction * total
     tail: list[BatchEntry] = []
@@ -64,6 +69,33 @@ def tail_bpb(record: RunRecord, fraction: float) -> float | None:
     return sum(b.nats for b in tail) / LN2 / nbytes
 
 
+def window_bpbs(record: RunRecord, windows: int, min_tokens: int = 1) -> list[float]:
+    """Prequential bpb of consecutive stretches of the consumed stream, equal in tokens as
+    far as whole batches allow: `windows` of them, fewer when a window would hold fewer
+    than `min_tokens` tokens (a small window's bpb is mostly the noise of its text)."""
+    ordered = stream_order(record.batches)
+    total = sum(b.tokens for b in ordered)
+    if total == 0:
+        return []
+    windows = max(1, min(windows, total // max(1, min_tokens)))
+    out: list[float] = []
+    nats = nbytes = tokens = 0.0
+    edge = 1
+    for batch in ordered:
+        nats += batch.nats
+        nbytes += batch.bytes
+        tokens += batch.tokens
+        if tokens >= edge * total / windows - 1e-9:
+            if nbytes:
+                out.append(nats / LN2 / nbytes)
+            nats = nbytes = 0.0
+            while tokens >= edge * total / windows - 1e-9:
+                edge += 1
+    if nbytes:
+        out.append(nats / LN2 / nbytes)
+    return out
+
+
 def heldout_delta(record: RunRecord) -> float | None:
     """Twin val bpb - trained val bpb: how much training helped on text never streamed."""
     ev = record.eval
@@ -72,18 +104,22 @@ def heldout_delta(record: RunRecord) -> float | None:
     return ev.val_bpb_twin - ev.val_bpb_trained
 
 
-def memorisation_gap(record: RunRecord, fraction: float) -> float | None:
-    """Trained val bpb - tail prequential bpb.
+def memorisation_gap(record: RunRecord, windows: int, min_tokens: int = 1) -> float | None:
+    """Trained held-out bpb - the best window of the stream.
 
-    An honest learner does about as well on held-out text as on the last stretch of the
-    stream it predicted before training on it; a record much better than the val split
-    means the stream was memorised (looked ahead) or the recorded losses were tampered with.
+    The held-out bpb is target-absent: no model can look ahead there. An honest learner is
+    never much better on any stretch of the stream, predicted before it trained on it, than
+    its final weights are on held-out text; a stream much better than held-out means the
+    model read its targets while it was scored, or the recorded losses were tampered with.
     """
-    tail = tail_bpb(record, fraction)
     ev = record.eval
-    if tail is None or ev is None or ev.val_bpb_trained is None:
+    bpbs = window_bpbs(record, windows, min_tokens)
+    if not bpbs or not all(math.isfinite(b) for b in bpbs):
         return None
-    return ev.val_bpb_trained - tail
+    best = min(bpbs)
+    if ev is None or ev.val_bpb_trained is None:
+        return None
+    return ev.val_bpb_trained - best
 
 
 def step0_nats_per_token(record: RunRecord) -> float | None:

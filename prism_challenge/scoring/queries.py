@@ -9,18 +9,23 @@ from sqlalchemy.orm import Session
 
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.scoring.leaderboard import Entry, Leaderboard, build_leaderboard
-from prism_challenge.storage.tables import Score, Submission
+from prism_challenge.storage.tables import Score, Submission, Verification
 
 
 def load_entries(session: Session) -> list[Entry]:
-    """Every scored submission with its score, in accepted order."""
+    """Every scored submission with its score and verification, in accepted order.
+
+    A failed verification makes the entry ineligible, with the replay's reason."""
     rows = session.execute(
-        select(Submission, Score)
+        select(Submission, Score, Verification)
         .join(Score, Score.submission_id == Submission.id)
+        .outerjoin(Verification, Verification.submission_id == Submission.id)
         .order_by(Submission.accepted_at, Submission.id)
     ).all()
-    return [
-        Entry(
+    entries = []
+    for sub, score, check in rows:
+        failed = check is not None and check.status == "failed"
+        entries.append(Entry(
             submission_id=sub.id,
             hotkey=sub.hotkey,
             digest=sub.digest,
@@ -29,14 +34,14 @@ def load_entries(session: Session) -> list[Entry]:
             block=sub.block,
             bpb=score.bpb,
             heldout_delta=score.heldout_delta,
-            eligible=score.eligible,
-            reason=score.reason,
+            eligible=score.eligible and not failed,
+            reason=f"verification: {check.reason}" if failed else score.reason,
             corpus=score.corpus,
             unreviewed=sub.reviewed == "unreviewed",
             scored_at=score.created_at,
-        )
-        for sub, score in rows
-    ]
+            verification="none" if check is None else check.status,
+        ))
+    return entries
 
 
 def load_leaderboard(

@@ -49,7 +49,8 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         )
     measured = _finite(measures.prequential_bpb(record))
     uniform = measures.uniform_bpb(record)
-    gap = _finite(measures.memorisation_gap(record, settings.tail_fraction))
+    gap = _finite(measures.memorisation_gap(record, settings.curve_windows,
+                                            settings.curve_window_tokens))
     fraction = penalty_fraction(gap, settings.gap_penalty_start, settings.gap_zero)
     reasons = gate_reasons(record, settings)
     notes = []
@@ -61,20 +62,28 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         )
     if gap is not None and gap >= settings.gap_zero:
         reasons.append(
-            f"gap: trained val bpb is {gap:.4f} above the stream tail's bpb "
-            f"(zeroed at {settings.gap_zero:g}): memorised or tampered stream"
+            f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
+            f"(zeroed at {settings.gap_zero:g}): the model read its targets, or the record "
+            "was tampered with"
         )
     elif fraction > 0:
         notes.append(
             f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
             "way to the know-nothing score"
         )
+    tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
+    held = record.eval.val_bpb_trained if record.eval else None
+    if tail is not None and held is not None and tail - held > settings.gap_zero:
+        notes.append(
+            f"flag: the held-out bpb {held:.4f} is far below the stream's tail {tail:.4f}: "
+            "the model did much worse while scored than it does afterwards"
+        )
     bpb = uniform if measured is None else penalised_bpb(measured, uniform, fraction)
     return ScoreResult(
         bpb=bpb,
         prequential_bpb=measured,
         uniform_bpb=uniform,
-        tail_bpb=_finite(measures.tail_bpb(record, settings.tail_fraction)),
+        tail_bpb=tail,
         heldout_delta=_finite(measures.heldout_delta(record)),
         gap=gap,
         penalty=fraction,

@@ -10,14 +10,18 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, inspect, select
 
-from prism_challenge.storage.tables import Base, SchemaVersion
+from prism_challenge.storage.tables import Base, SchemaVersion, Verification
 
 
 def _v1_initial(conn: Connection) -> None:
     Base.metadata.create_all(conn)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial]
+def _v2_verifications(conn: Connection) -> None:
+    Verification.__table__.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial, _v2_verifications]
 LATEST = len(MIGRATIONS)
 
 

@@ -91,6 +91,25 @@ class Score(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
+class Verification(Base):
+    """The contender replay of a scored submission: queued -> running -> passed | failed.
+
+    A submission gets at most one; only a passed one may take the lead. `replay` holds the
+    replay record and `reason` why it failed; `attempts` counts replays the validator's own
+    side could not finish.
+    """
+
+    __tablename__ = "verifications"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    reason: Mapped[str | None] = mapped_column(Text)
+    replay: Mapped[dict | None] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
 class RegistryEvent(Base):
     """The research registry's ledger: every fact it learned, in order (DESIGN §9).
 

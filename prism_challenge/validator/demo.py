@@ -161,17 +161,19 @@ class Demo:
                 views = {sid: httpx.get(f"{url}/v1/submissions/{sid}", timeout=10).json()
                          for sid in ids}
                 for sid, view in views.items():
-                    if seen.get(sid) != view["status"]:
-                        seen[sid] = view["status"]
-                        self.console.print(f"submission {sid} ({ids[sid].name}): "
-                                           f"{view['status']}")
+                    state = view["status"] + (f", replay {view['verification']['status']}"
+                                              if view.get("verification") else "")
+                    if seen.get(sid) != state:
+                        seen[sid] = state
+                        self.console.print(f"submission {sid} ({ids[sid].name}): {state}")
                 status.update(" | ".join(f"#{sid} {v['status']}" for sid, v in views.items()))
-                if all(v["status"] in FINAL for v in views.values()):
+                if all(v["status"] in FINAL and not _replaying(v) for v in views.values()):
                     return views
                 time.sleep(1)
         raise DemoError(f"submissions not final after {self.timeout_s:.0f} s: {seen}")
 
     def _report(self, url: str, config: Path, results: dict[int, dict]) -> None:
+        """The leaderboard (a leader's replay passed), then `prism weights`."""
         board = httpx.get(f"{url}/v1/leaderboard", timeout=10).json()
         table = Table(title=f"leaderboard (corpus: {board.get('corpus')})")
         for col in ("rank", "submission", "hotkey", "bpb", "held-out delta", "note"):
@@ -192,3 +194,9 @@ class Demo:
         out = subprocess.run([*CLI, "weights", "--config", str(config)], capture_output=True,
                              text=True, timeout=120)
         self.console.print(out.stdout.rstrip(), highlight=False)
+
+
+def _replaying(view: dict) -> bool:
+    """A contender replay is still to come or under way."""
+    check = view.get("verification")
+    return check is not None and check["status"] in ("queued", "running")

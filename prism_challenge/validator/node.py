@@ -29,6 +29,7 @@ from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage import Store
+from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.rotation import Rotation
@@ -67,6 +68,7 @@ class ValidatorNode:
     def start(self) -> str:
         swept = Cgroup.sweep_stale()
         resumed = resume_interrupted(self.store, self.settings.validator.max_attempts)
+        resumed += verification_jobs.resume_interrupted(self.store)
         caught_up = self.workers[0].catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
@@ -133,4 +135,5 @@ class ValidatorNode:
 
     def _epoch_loop(self) -> None:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
-            run_epoch(self.settings, self.store, self.metagraph, self.registry)
+            run_epoch(self.settings, self.store, self.metagraph, self.registry,
+                      slots=len(self.workers))

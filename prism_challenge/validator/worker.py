@@ -1,11 +1,12 @@
-"""The evaluation worker: queued submission -> sandboxed run -> score -> registry.
+"""The evaluation worker: queued submission -> sandboxed run -> score -> registry, and
+contender replays: scored run -> replay -> verdict.
 
 Claiming is a compare-and-set (queued -> running), and the score row is written in the same
 transaction as running -> scored, so two workers (or a restarted validator) can never score
 a submission twice. A run that fails on the validator's side goes back to the queue until its
-attempts are spent. A node gives each worker its own slot (GPUs and cores), held for the whole
-run; the shared `Rotation` probes the slot before each run and sends a run that met a host
-fault to another slot.
+attempts are spent. Replays come first: they decide who is paid. A node gives each worker its
+own slot (GPUs and cores), held for a whole run or replay; the shared `Rotation` probes the
+slot before it takes one and sends a run that met a host fault to another slot.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
@@ -27,9 +28,11 @@ from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
+from prism_challenge.scoring.verification import verdict
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
-from prism_challenge.storage.tables import Submission
+from prism_challenge.storage.tables import Submission, Verification
+from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.rotation import Rotation
 
 log = logging.getLogger("prism.validator")
@@ -48,7 +51,14 @@ class EvaluationWorker:
         self.slot = slot
         self.rotation = rotation if slot is not None else None
 
-    def claim(self) -> int | None:
+    def _lease(self):
+        """Own the slot for a whole job (nothing else runs on its devices meanwhile)."""
+        return self.slot.lease() if self.slot is not None else nullcontext()
+
+    def _slot_count(self) -> int | None:
+        return len(self.rotation.slots) if self.rotation is not None else None
+
+    def claim(self, *, admitted: bool = False) -> int | None:
         """Take the oldest queued submission (or fail it when its attempts are spent)."""
         max_attempts = self.settings.validator.max_attempts
         with self.store.session() as s:
@@ -57,7 +67,7 @@ class EvaluationWorker:
                 .order_by(Submission.accepted_at, Submission.id).limit(8)))
         if self.rotation is not None:  # before a slot takes a run, its probe must pass
             ids = [i for i in ids if self.rotation.may_take(self.slot, i)]
-            if not ids or not self.rotation.admit(self.slot):
+            if not ids or not (admitted or self.rotation.admit(self.slot)):
                 return None
         for sid in ids:
             try:
@@ -77,10 +87,63 @@ class EvaluationWorker:
         return None
 
     def run_once(self) -> int | None:
-        sid = self.claim()
+        admitted = False
+        if self.rotation is not None and self._replay_waiting():
+            admitted = self.rotation.admit(self.slot)
+            if not admitted:
+                return None
+        if self.rotation is None or admitted:
+            sid = verification_jobs.claim(self.store)
+            if sid is not None:
+                self.verify(sid)
+                return sid
+        sid = self.claim(admitted=admitted)
         if sid is not None:
             self.evaluate(sid)
         return sid
+
+    def _replay_waiting(self) -> bool:
+        with self.store.session() as s:
+            return bool(s.scalar(select(func.count()).select_from(Verification)
+                                 .where(Verification.status == "queued")))
+
+    def verify(self, sid: int) -> None:
+        """Replay a contender and record the verdict (then look for the next contender)."""
+        max_attempts = self.settings.verification.max_attempts
+        with self.store.session() as s:
+            row = s.get(Submission, sid)
+            bundle = Bundle.from_wire(row.bundle)
+            rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sid)
+                            .order_by(RunRecordRow.attempt.desc())).first()
+            record = RunRecord.model_validate(rec.record)
+        run_dir = self.work_dir / f"{sid}-replay"
+        log.info("submission %s: contender replay", sid)
+        try:
+            with self._lease():
+                replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
+            result = verdict(replay, self.settings.verification)
+        except Cancelled:
+            with self.store.session() as s:
+                verification_jobs.retry_or_fail(s, sid, "interrupted by a validator shutdown",
+                                                max_attempts, counted=False)
+            return
+        except Exception as exc:  # the validator's side failed: retry later
+            log.exception("submission %s: replay failed on the validator's side", sid)
+            with self.store.session() as s:
+                verification_jobs.retry_or_fail(s, sid, f"infra: {type(exc).__name__}: {exc}"
+                                                [:500], max_attempts)
+            return
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        with self.store.session() as s:
+            verification_jobs.finish(s, sid, passed=result.passed,
+                                     reason="; ".join(result.reasons)[:2000] or None,
+                                     replay=replay.model_dump(mode="json"))
+            queued = verification_jobs.queue_contenders(s, self.settings,
+                                                        slots=self._slot_count())
+        log.info("submission %s: replay %s %s; next contenders %s", sid,
+                 "passed" if result.passed else "failed", "; ".join(result.reasons)[:300],
+                 queued)
 
     def evaluate(self, sid: int) -> None:
         with self.store.session() as s:
@@ -91,7 +154,7 @@ class EvaluationWorker:
         log.info("submission %s: attempt %s%s", sid, attempt, where)
         started = time.monotonic()
         try:
-            with self.slot.lease() if self.slot is not None else nullcontext():
+            with self._lease():
                 record = self.runner.run(bundle.files, bundle.digest, run_dir,
                                          cancel=self.cancel)
                 record = self._blame_host(record, started)
@@ -162,6 +225,8 @@ class EvaluationWorker:
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
             row = s.get(Submission, sid)
             hotkey, accepted_at = row.hotkey, row.accepted_at
+            verification_jobs.queue_contenders(s, self.settings, now=now,
+                                               slots=self._slot_count())
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
         self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at)
 

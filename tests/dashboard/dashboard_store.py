@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from bittensor.sp_core import Keypair
+from verified_kit import mark_verified
 
 from prism_challenge.sandbox.record import (
     AuditEntry,
@@ -108,6 +109,7 @@ def score(store: Store, sid: int, bpb: float, *, corpus: str = "demo", reasons=(
     )
     with store.session() as s:
         record_score(s, sid, result, corpus, now=now)
+        mark_verified(s, sid, at=now)
         transition(s, sid, "scored", expected="running", now=now)
 
 

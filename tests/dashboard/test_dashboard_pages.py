@@ -157,7 +157,7 @@ def test_failed_submission_page(store, serve):
 
 def test_unreadable_run_record_is_reported_not_a_500(store, serve):
     ids = populate(store)
-    add_run(store, ids["second"], 1, {"version": 2, "digest": "x"}, created_at=1.0)
+    add_run(store, ids["second"], 1, {"version": 3, "digest": "x"}, created_at=1.0)
     r = get(f"{serve()}/dashboard/submissions/{ids['second']}")
     assert r.status_code == 200
     row = table(r.text, "runs")[1]

@@ -19,7 +19,12 @@ challenge:
   seq_len: {SEQ_LEN}
   token_budget: {SEQ_LEN * BUDGET_ROWS}
   deadline_s: 60
-  val_tokens: 1024
+scoring:
+  heldout_positions: 256
+  heldout_twin_positions: 64
+  heldout_cuts_per_row: 4
+verification:
+  snapshot_steps: 2
 sandbox:
   cpu_threads: 1
   memory_bytes: 3221225472

@@ -17,10 +17,11 @@ class FailingStream:
     def __getattr__(self, name):
         return getattr(self._stream, name)
 
-    def rows(self, seq_len, start, count):
-        if start >= self._fail_from_row:
+    def rows_at(self, seq_len, indices):
+        self._fail_from_row -= len(indices)
+        if self._fail_from_row < 0:
             raise OSError(5, "Input/output error")
-        return self._stream.rows(seq_len, start, count)
+        return self._stream.rows_at(seq_len, indices)
 
 
 def test_a_data_read_failure_is_infra_not_a_miner_crash(runner, tmp_path):
@@ -39,5 +40,5 @@ def test_an_oversized_batch_request_is_refused_as_the_miners_error(run):
                                                         b"ctx.batches(10**7)")
     record = run(files)
     assert record.exit_reason == "contract"
-    assert "over the limit" in record.exit_detail
+    assert "rows a step may take" in record.exit_detail
     assert record.consumed.rows == 0

@@ -1,4 +1,5 @@
-"""THREAT_MODEL B: score games are caught, on records made by real runs."""
+"""THREAT_MODEL B: score games are caught, on records made by real runs (tampering with the
+record is caught by the contender replay: tests/sandbox/test_verification.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,6 @@ def _reasons(runner, record) -> str:
     result = score_record(record, runner.settings.scoring)
     assert not result.eligible
     return " | ".join(result.reasons)
-
-
-def test_tampered_losses_are_caught_by_the_audit(runner, run):
-    record = run(bundle("tamper"))
-    assert record.exit_reason == "ok"
-    step0 = record.audits[0]
-    assert abs(step0.recomputed_nats - 2 * step0.recorded_nats) < 1e-3 * step0.recomputed_nats
-    assert not step0.ok
-    assert "audit" in _reasons(runner, record)
 
 
 def test_non_causal_model_is_caught_by_the_probe(runner, run):
@@ -40,5 +32,4 @@ def test_smuggled_statistics_trip_the_step0_check(runner, run, prepared_data):
     assert record.exit_reason == "ok"
     recorded0 = record.batches[0].nats / record.batches[0].tokens
     assert recorded0 < 0.9 * record.eval.twin_step0_nats_per_token
-    assert record.eval.step0_weights_match_twin is False
     assert "step0" in _reasons(runner, record)

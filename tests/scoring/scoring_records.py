@@ -2,7 +2,7 @@
 
 Four batches of 200 tokens / 400 bytes were consumed (800 tokens, 1600 bytes) with
 1120, 1000, 900 and 800 nats; 200 tokens were never consumed (e.g. the deadline hit).
-The first batch's 5.6 nats/token equals the twin's step-0 loss and sits just above ln 256.
+The first batch's 5.6 nats/token equals the twin's loss and sits just above ln 256.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from prism_challenge.sandbox.record import (
-    AuditEntry,
     BatchEntry,
     Budget,
     Consumed,
@@ -39,7 +38,6 @@ def make_record(**changes) -> RunRecord:
         consumed=Consumed(rows=8, scored_tokens=800, bytes=1600, nats=sum(NATS)),
         batches=batches,
         axes=MeasuredAxes(param_count=50_000, layer_count=2, module_census={"Linear": 4}),
-        audits=[AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=900.0005, ok=True)],
         eval=EvalResult(
             val_bpb_trained=3.0,
             val_bpb_twin=8.1,

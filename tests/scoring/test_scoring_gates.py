@@ -3,7 +3,7 @@ import math
 import pytest
 from scoring_records import make_record, with_eval
 
-from prism_challenge.sandbox.record import AuditEntry, Consumed, MeasuredAxes, ProbeResult
+from prism_challenge.sandbox.record import Consumed, MeasuredAxes, ProbeResult
 from prism_challenge.scoring import gates
 
 LN256 = math.log(256)
@@ -43,7 +43,7 @@ def test_step0_twin_far_below_uniform_means_knowledge_in_build_model(settings):
     rec = with_eval(with_first_batch_nats(200 * 4.0), twin_step0_nats_per_token=4.0)
     reasons = gates.step0(rec, settings)
     assert len(reasons) == 1  # the first batch matches the twin; the twin itself is the cheat
-    assert "random-init twin's step-0 loss 4.0000" in reasons[0]
+    assert "random-init twin's loss 4.0000" in reasons[0]
     assert "build_model" in reasons[0]
 
 
@@ -66,32 +66,19 @@ def test_causality_within_tolerance_passes(settings):
     assert gates.causality(with_eval(make_record(), probe_trained=probe), settings) == []
 
 
-@pytest.mark.parametrize(
-    ("audit", "fails"),
-    [
-        (AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=900.8), False),  # 8.9e-4
-        (AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=901.0), True),  # 1.1e-3
-        (AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=899.0), True),
-        (AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=None), True),
-        (AuditEntry(step=2, recorded_nats=900.0, recomputed_nats=900.0, ok=False), True),
-        # The audit was told 850 while the stream recorded 900 for the same batch.
-        (AuditEntry(step=2, recorded_nats=850.0, recomputed_nats=850.0), True),
-    ],
-)
-def test_audit_mismatch(settings, audit, fails):
-    reasons = gates.audit(make_record(audits=[audit]), settings)
-    assert bool(reasons) is fails
-    assert all(r.startswith("audit: step 2 rank 0") for r in reasons)
-
-
 def test_param_cap(settings):
     census = {"Linear": 1}
     at_cap = MeasuredAxes(param_count=1_000_000, layer_count=1, module_census=census)
     over = MeasuredAxes(param_count=1_000_001, layer_count=1, module_census=census)
     assert gates.param_cap(make_record(axes=at_cap), settings) == []
     assert gates.param_cap(make_record(axes=over), settings) == [
-        "param_cap: 1,000,001 parameters exceed the cap 1,000,000"
+        "param_cap: the model holds 1,000,001 tensor elements (parameters and buffers), over "
+        "the cap 1,000,000"
     ]
+    in_buffers = MeasuredAxes(param_count=10, state_count=1_000_001, layer_count=1,
+                              module_census=census)
+    assert gates.param_cap(make_record(axes=in_buffers), settings)[0].startswith(
+        "param_cap: the model holds 1,000,001")
     assert gates.param_cap(make_record(axes=None), settings)[0].startswith("param_cap:")
 
 

@@ -1,13 +1,15 @@
 import pytest
 
-from prism_challenge.scoring.leaderboard import Entry, build_leaderboard, grid
+from prism_challenge.scoring.leaderboard import Entry, build_leaderboard, contenders, grid
 
 
-def entry(sid, hotkey, bpb, *, delta=1.0, at=None, eligible=True, corpus="demo", scored=None):
+def entry(sid, hotkey, bpb, *, delta=1.0, at=None, eligible=True, corpus="demo", scored=None,
+          verification="passed"):
     return Entry(
         submission_id=sid, hotkey=hotkey, digest=f"{sid:064x}", accepted_at=float(at or sid),
         bpb=bpb, heldout_delta=delta, eligible=eligible, corpus=corpus,
         reason=None if eligible else "step0: smuggled", scored_at=float(scored or sid),
+        verification=verification,
     )
 
 
@@ -103,3 +105,23 @@ def test_hotkey_filter_removes_a_deregistered_leader_from_the_replay():
     without_b = board(entries, margin=0.01, hotkeys={"a", "c"})
     assert without_b.leader.hotkey == "c"
     assert [s.entry.hotkey for s in without_b.standings] == ["c", "a"]
+
+
+def test_only_a_verified_entry_can_lead():
+    b = board([entry(1, "a", 2.0), entry(2, "b", 1.0, verification="none"),
+               entry(3, "c", 0.5, verification="running")])
+    assert b.leader.submission_id == 1
+    assert ranked(b) == [(1, 3), (2, 2), (3, 1)]  # still shown, best first
+    assert board([entry(1, "a", 2.0, verification="failed")]).leader is None
+
+
+def test_contenders_are_unverified_entries_that_would_take_the_lead():
+    entries = [entry(1, "a", 2.0), entry(2, "b", 1.99, verification="none"),
+               entry(3, "c", 1.0, verification="none"), entry(4, "d", 1.5, verification="none"),
+               entry(5, "e", 0.5, verification="queued"),
+               entry(6, "f", 0.1, verification="none", eligible=False)]
+    found = contenders(entries, epsilon=0.01, margin=0.01)
+    assert [e.submission_id for e in found] == [3, 4]  # 2 does not beat 1 by the margin
+    assert [e.submission_id for e in contenders(
+        [entry(7, "g", 3.0, verification="none"), entry(8, "h", 2.0, verification="none")],
+        epsilon=0.01, margin=0.01)] == [8, 7]  # no verified leader: every eligible entry

@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from scoring_records import make_record, with_eval
+from scoring_records import NATS, make_record, with_eval
 
 from prism_challenge.sandbox.record import BatchEntry, Budget, Consumed
 from prism_challenge.scoring import measures
@@ -61,9 +61,26 @@ def test_tail_follows_stream_order_not_list_order():
 def test_heldout_delta_and_gap():
     rec = make_record()
     assert measures.heldout_delta(rec) == pytest.approx(8.1 - 3.0, abs=1e-12)
-    assert measures.memorisation_gap(rec, 0.25) == pytest.approx(3.0 - 800 / LN2 / 400, abs=1e-9)
+    # one window per batch: the best window is the last (800 nats over 400 bytes)
+    assert measures.memorisation_gap(rec, 4, 200) == pytest.approx(3.0 - 800 / LN2 / 400,
+                                                                    abs=1e-9)
+    # one window over the whole stream: a much smaller gap
+    assert measures.memorisation_gap(rec, 4, 10_000) == pytest.approx(
+        3.0 - sum(NATS) / LN2 / 1600, abs=1e-9)
     assert measures.heldout_delta(with_eval(rec, val_bpb_twin=None)) is None
-    assert measures.memorisation_gap(make_record(eval=None), 0.25) is None
+    assert measures.memorisation_gap(make_record(eval=None), 4, 200) is None
+
+
+def test_windows_follow_the_stream_order_and_respect_min_tokens():
+    rec = make_record()
+    per_batch = [n / LN2 / 400 for n in NATS]
+    assert measures.window_bpbs(rec, 4, 200) == pytest.approx(per_batch, abs=1e-9)
+    assert measures.window_bpbs(rec, 2, 1) == pytest.approx(
+        [2120 / LN2 / 800, 1700 / LN2 / 800], abs=1e-9)
+    assert measures.window_bpbs(rec, 10, 400) == pytest.approx(
+        [2120 / LN2 / 800, 1700 / LN2 / 800], abs=1e-9)  # 800 tokens / 400 per window
+    shuffled = make_record(batches=list(reversed(rec.batches)))
+    assert measures.window_bpbs(shuffled, 4, 200) == pytest.approx(per_batch, abs=1e-9)
 
 
 def test_step0_loss_is_first_step_over_all_ranks():

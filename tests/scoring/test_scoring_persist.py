@@ -1,6 +1,7 @@
 import pytest
 from scoring_records import make_record, with_eval
 from sqlalchemy import func, select
+from verified_kit import mark_verified
 
 from prism_challenge.scoring import ScoreExists, load_leaderboard, record_score, score_record
 from prism_challenge.storage.tables import Score, Submission
@@ -66,6 +67,8 @@ def test_leaderboard_from_store_marks_unreviewed_and_uses_settings(store, settin
     with store.session() as s:
         record_score(s, a, base, "demo", now=5.0)
         record_score(s, b, better, "demo", now=6.0)
+        mark_verified(s, a)
+        mark_verified(s, b)
     with store.session() as s:
         board = load_leaderboard(s, settings)
     assert board.corpus == "demo"
@@ -74,3 +77,19 @@ def test_leaderboard_from_store_marks_unreviewed_and_uses_settings(store, settin
         ("hk-b", True), ("hk-a", False)
     ]
     assert board.standings[1].entry.name == "n-dddd"
+
+
+def test_a_failed_verification_makes_the_entry_ineligible_with_its_reason(store, settings):
+    a = add_submission(store, "f" * 64, "hk-a", 1.0)
+    b = add_submission(store, "9" * 64, "hk-b", 2.0)
+    base = score_record(make_record(), settings)
+    with store.session() as s:
+        record_score(s, a, base, "demo", now=5.0)
+        record_score(s, b, base.model_copy(update={"bpb": base.bpb - 1}), "demo", now=6.0)
+        mark_verified(s, a)
+        mark_verified(s, b, status="failed")
+    with store.session() as s:
+        board = load_leaderboard(s, settings)
+    assert board.leader.submission_id == a
+    assert [e.submission_id for e in board.ineligible] == [b]
+    assert board.ineligible[0].reason.startswith("verification: replay")

@@ -185,10 +185,10 @@ def test_the_docker_spec_of_a_slot_requests_exactly_its_gpus_and_cores(prepared_
     slots = plan_slots(settings, GPUS4, tuple(range(8)))
     runner = Runner.from_data(settings, make_backend("bubblewrap"), prepared_data)
     paths = RunPaths(tmp_path / "run")
-    paths.create()
+    paths.create(seeing_bundle())
     for slot in slots:
         placed = runner.on_slot(slot)
-        for spec in (placed._train_spec(paths, "p"), placed._eval_spec(paths, "p")):
+        for spec in (placed._train_spec(paths, "p", 60.0), placed._eval_spec(paths, "p")):
             kw = container_kwargs(spec, "img")
             (request,) = kw["device_requests"]
             assert request["DeviceIDs"] == [uuid(g.index) for g in slot.gpus]

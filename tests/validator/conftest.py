@@ -13,8 +13,10 @@ def tiny_config(tmp_path, prepared_data):
     def write(**sections) -> Path:
         doc = {
             "data": {"root": str(prepared_data)},
-            "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30,
-                          "val_tokens": 1024},
+            "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
+            "scoring": {"heldout_positions": 256, "heldout_twin_positions": 64,
+                        "heldout_cuts_per_row": 4},
+            "verification": {"snapshot_steps": 2},
             "sandbox": {"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
             "validator": {"poll_s": 0.2, "epoch_s": 2},
             "llm": {"enabled": False},

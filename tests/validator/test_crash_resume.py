@@ -66,7 +66,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     _wait(lambda: _status(url, sid) == "running", 120, "running")
     sock = _wait(lambda: next((work / "runs").glob("*/sock/feeder.sock"), None), 60, "feeder")
     # wait until batches flow (the training sandbox is up), then kill everything hard
-    _wait(lambda: (sock.parent.parent / "scratch" / "audit").is_dir(), 60, "training")
+    _wait(lambda: (sock.parent.parent / "scratch" / "snapshots").is_dir(), 60, "training")
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
     db = sqlite3.connect(work / "prism.db")

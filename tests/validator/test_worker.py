@@ -6,29 +6,35 @@ import threading
 import time
 
 import pytest
+from fixture_bundles import bundle as sandbox_bundle
 from validator_kit import TINY
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config import Settings
 from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.runner import Runner
+from prism_challenge.scoring import load_leaderboard
 from prism_challenge.storage import Status, transition
-from prism_challenge.storage.tables import RunRecord, Score, Submission
+from prism_challenge.storage.tables import RunRecord, Score, Submission, Verification
+from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
 
 
 def _settings(tmp_path, **validator) -> Settings:
     return Settings(
-        challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30,
-                   "val_tokens": 1024},
+        challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
+        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
+                 "heldout_cuts_per_row": 4},
+        verification={"snapshot_steps": 2},
         validator={"work_dir": str(tmp_path / "runs"), **validator},
     )
 
 
-def _queued(store, tag: str = "") -> int:
-    files = {n: (TINY / n).read_bytes() for n in ("architecture.py", "training.py")}
+def _queued(store, tag: str = "", files: dict[str, bytes] | None = None) -> int:
+    files = dict(files or {n: (TINY / n).read_bytes() for n in ("architecture.py",
+                                                                 "training.py")})
     files["training.py"] += f"# {tag}\n".encode()
     bundle = Bundle(files)
     with store.session() as s:
@@ -104,3 +110,52 @@ def test_recovery_requeues_or_fails_interrupted_runs(store, attempts, expected):
     resumed = resume_interrupted(store, max_attempts=3)
     assert resumed == ([sid] if expected == "queued" else [])
     assert _row(store, sid)[0] == expected
+
+
+def _verification(store, sid):
+    with store.session() as s:
+        row = s.get(Verification, sid)
+        return None if row is None else (row.status, row.attempts, row.reason)
+
+
+def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_data):
+    """Honest run: scored, queued for replay as the would-be leader, replayed, leads. A
+    stealthy peeker that beats it: scored eligible, replayed, fails, never leads."""
+    settings = _settings(tmp_path)
+    runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+    worker = EvaluationWorker(settings, store, runner, registry=None)
+    honest = _queued(store, "honest")
+    assert worker.run_once() == honest
+    assert _verification(store, honest) == ("queued", 0, None)
+    with store.session() as s:
+        assert load_leaderboard(s, settings.scoring).leader is None  # not verified yet
+    assert worker.run_once() == honest  # the replay comes first
+    assert _verification(store, honest)[:2] == ("passed", 1)
+    with store.session() as s:
+        assert load_leaderboard(s, settings.scoring).leader.submission_id == honest
+    cheat = _queued(store, "cheat", files=sandbox_bundle("peek", EVERY="16", GUARD="5"))
+    assert worker.run_once() == cheat
+    with store.session() as s:
+        assert s.get(Score, cheat).eligible  # provisionally: it passes the original's screens
+    assert _verification(store, cheat) == ("queued", 0, None)  # ... and would lead
+    assert worker.run_once() == cheat
+    status, _, reason = _verification(store, cheat)
+    assert status == "failed" and "probe:" in reason
+    with store.session() as s:
+        board = load_leaderboard(s, settings.scoring)
+    assert board.leader.submission_id == honest
+    assert cheat not in [x.entry.submission_id for x in board.standings]
+
+
+def test_recovery_requeues_interrupted_replays(store):
+    sid = _queued(store)
+    with store.session() as s:
+        s.add(Verification(submission_id=sid, status="running", attempts=1, created_at=0.0,
+                           updated_at=0.0))
+    assert verification_jobs.resume_interrupted(store) == [sid]
+    assert _verification(store, sid)[0] == "queued"
+    assert verification_jobs.claim(store) == sid
+    assert _verification(store, sid)[:2] == ("running", 2)
+    with store.session() as s:
+        assert verification_jobs.retry_or_fail(s, sid, "infra: x", 2) == "failed"
+    assert "could not be completed" in _verification(store, sid)[2]

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from verified_kit import mark_verified
 from weights_entries import HOTKEYS
 
 from prism_challenge.config.settings import ScoringSettings
@@ -37,6 +38,7 @@ def node(tmp_path):
             s.add(row)
             s.flush()
             record_score(s, row.id, _result(bpb, ok), "demo", now=float(i))
+            mark_verified(s, row.id)
     store.close()
     mg = tmp_path / "metagraph.json"
     mg.write_text(json.dumps({"hotkeys": [HOTKEYS[0], HOTKEYS[1], HOTKEYS[3]], "block": 42}))

@@ -1,5 +1,6 @@
 import httpx
 import pytest
+from verified_kit import mark_verified
 from weights_entries import HOTKEYS
 
 from prism_challenge.api import ApiDeps, ApiServer, create_app
@@ -21,6 +22,7 @@ def _score(store, i, hotkey, bpb, corpus="demo", reviewed="passed"):
         s.add(row)
         s.flush()
         record_score(s, row.id, result, corpus, now=float(i))
+        mark_verified(s, row.id)
 
 
 def _serve(store, settings):

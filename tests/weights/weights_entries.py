@@ -14,7 +14,7 @@ def entry(sid: int, hotkey: str, bpb: float, *, eligible: bool = True) -> Entry:
     return Entry(
         submission_id=sid, hotkey=hotkey, digest=f"{sid:064x}", accepted_at=float(sid),
         bpb=bpb, heldout_delta=1.0, eligible=eligible, corpus="demo", scored_at=float(sid),
-        reason=None if eligible else "causality: leak",
+        reason=None if eligible else "causality: leak", verification="passed",
     )
 
 

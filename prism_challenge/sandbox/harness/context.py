@@ -2,24 +2,28 @@
 
 `ctx.batches()` is where predict-then-train holds by construction: it asks the feeder for
 the next rows, runs the scored forward of `ctx.model` (train mode, grad enabled, the
-miner's autocast/compile choice), reports the summed loss to the feeder, and only then
-hands the batch over. The scored loss IS the training loss: no second forward.
+miner's autocast/compile choice), queues the loss of every scored position for the feeder,
+and only then hands the batch over. The scored loss IS the training loss: no second forward.
+
+In an original run nothing else happens: there is no check for the model to notice. In a
+replay the feeder may ask, at a step, for a snapshot of the model and for predictions of a
+few positions with their targets cut away, both made before that step's scored forward from
+the same state and RNG; they are judged against what the original run already reported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
-from prism_challenge.sandbox.harness.lm_loss import check_logits, summed_nats
+from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
-
-AUTOCAST = {None: None, "bfloat16": "bfloat16", "float16": "float16"}
+from prism_challenge.sandbox.harness.telemetry import Telemetry
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,7 @@ class FeederChannel:
         self.sock.connect(path)
         self.rank = rank
         self.step = 0
-        self._pending: tuple[int, object, int] | None = None  # (step, nats tensor, tokens)
-        self.t0 = time.monotonic()
+        self._pending: tuple[int, object] | None = None  # (step, per-position losses)
 
     def request(self, op: str, info: dict) -> dict:
         protocol.send(self.sock, {"op": op, "rank": self.rank, **info})
@@ -47,33 +50,43 @@ class FeederChannel:
             raise ContractError(reply["error"])
         return reply
 
-    def _flush(self) -> dict | None:
+    def _flush(self) -> None:
+        """Send the previous batch's losses: one step late, so no device sync per step."""
         if self._pending is None:
-            return None
-        step, nats, tokens = self._pending
+            return
+        step, per_token = self._pending
         self._pending = None
-        return {"step": step, "nats": float(nats.item()), "tokens": tokens}
+        data = per_token.to("cpu").numpy().astype("<f4", copy=False).tobytes()
+        protocol.send(self.sock, {"op": "loss", "rank": self.rank, "step": step}, data)
 
     def next_rows(self, rows: int) -> tuple[dict, bytes]:
+        self._flush()
         protocol.send(self.sock, {"op": "next", "rank": self.rank, "step": self.step,
-                                  "rows": rows, "loss": self._flush()})
-        reply, payload = protocol.recv(self.sock)
+                                  "rows": rows})
+        reply, payload = protocol.recv(self.sock, MAX_ROWS_BYTES)
         if "error" in reply:
             raise ContractError(reply["error"])
         return reply, payload
 
-    def record(self, step: int, nats, tokens: int) -> None:
-        self._pending = (step, nats, tokens)
+    def record(self, step: int, per_token) -> None:
+        self._pending = (step, per_token)
+
+    def probed(self, step: int, nats: list[float]) -> None:
+        protocol.send(self.sock, {"op": "probe", "rank": self.rank, "step": step,
+                                  "nats": nats})
 
     def finish(self, status: str, detail: str, body: dict) -> None:
+        self._flush()
         protocol.send(
             self.sock,
-            {"op": "finish", "rank": self.rank, "loss": self._flush(), "status": status,
-             "detail": detail[-4000:]},
+            {"op": "finish", "rank": self.rank, "status": status, "detail": detail[-4000:]},
             json.dumps(body).encode(),
         )
         protocol.recv(self.sock)
         self.sock.close()
+
+
+MAX_ROWS_BYTES = 1 << 28
 
 
 class TrainContext:
@@ -81,7 +94,8 @@ class TrainContext:
 
     def __init__(self, *, model, ddp_model, device, vocab_size: int, seq_len: int,
                  separator_id: int, rank: int, world_size: int, token_budget: int,
-                 deadline: float, channel: FeederChannel, audit_dir: Path, observed: dict):
+                 max_step_rows: int, deadline: float, channel: FeederChannel,
+                 snapshot_dir: Path, observed: dict):
         self.model = ddp_model if ddp_model is not None else model
         self.device = device
         self.vocab_size = vocab_size
@@ -90,33 +104,35 @@ class TrainContext:
         self.world_size = world_size
         self.token_budget = token_budget
         self.__core = model
+        self.__ddp = ddp_model
         self.__sep = separator_id
+        self.__max_rows = max_step_rows
         self.__deadline = deadline
         self.__channel = channel
-        self.__audit_dir = audit_dir
+        self.__snapshot_dir = snapshot_dir
         self.__observed = observed
         self.__compiled = None
-        self.__logs: list[dict] = []
+        self.__telemetry = Telemetry()
 
     def time_left(self) -> float:
         return max(0.0, self.__deadline - time.monotonic())
 
     def log(self, **scalars) -> None:
-        """Miner telemetry: shown on the dashboard, never scored."""
-        clean = {k: float(v) for k, v in scalars.items()
-                 if isinstance(v, int | float) and math.isfinite(float(v))}
-        if clean and len(self.__logs) < 10_000:
-            self.__logs.append({"step": self.__channel.step, **clean})
+        """Miner telemetry: shown on the dashboard, never scored (bounded, see telemetry)."""
+        self.__telemetry.log(self.__channel.step, scalars)
 
     @property
-    def logs(self) -> list[dict]:
-        return list(self.__logs)
+    def telemetry(self) -> list[dict]:
+        return list(self.__telemetry.points)
 
     def batches(self, batch_size: int, *, autocast_dtype=None, compile: bool = False):
         import torch
 
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ContractError(f"batch_size must be a positive int, got {batch_size!r}")
+        if batch_size > self.__max_rows:
+            raise ContractError(f"batch_size {batch_size} is over the {self.__max_rows} rows "
+                                "a step may take per rank")
         precision = _precision(autocast_dtype)
         self.__observed.setdefault("batch_size", batch_size)
         self.__observed["precision"] = precision
@@ -126,9 +142,9 @@ class TrainContext:
             if self.__compiled is None:
                 self.__compiled = torch.compile(self.model)
             forward = self.__compiled
-        return self.__iterate(batch_size, precision, forward)
+        return self.__iterate(batch_size, precision, forward, bool(compile))
 
-    def __iterate(self, batch_size: int, precision: str, forward):
+    def __iterate(self, batch_size: int, precision: str, forward, compiled: bool):
         import numpy as np
         import torch
 
@@ -146,32 +162,67 @@ class TrainContext:
                                     .astype(np.int64))
             rows = rows.to(device, non_blocking=True)
             inputs, targets = rows[:, :-1], rows[:, 1:]
-            if reply.get("audit"):
-                self.__snapshot(step, precision)
+            if reply.get("snapshot"):
+                self.__snapshot(step, precision, compiled)
+            if reply.get("probe"):
+                channel.probed(step, self.__probe(forward, inputs, targets, reply["probe"],
+                                                  amp_dtype))
             self.model.train()
             with torch.enable_grad(), torch.autocast(
                 device_type=device.type, dtype=amp_dtype, enabled=amp_dtype is not None
             ):
                 logits = forward(inputs)
             check_logits(logits, n, T, self.vocab_size)
-            nats = summed_nats(logits, targets, self.__sep)
-            tokens = int(reply["tokens"])
-            loss = nats / max(tokens, 1)
-            channel.record(step, nats.detach().clone(), tokens)
+            per_token = token_nats(logits, targets, self.__sep)
+            loss = per_token.sum() / max(int(reply["tokens"]), 1)
+            channel.record(step, per_token.detach())
             channel.step += 1
             yield Batch(inputs, targets, loss)
 
-    def __snapshot(self, step: int, precision: str) -> None:
+    def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:
+        """Losses at the asked positions, predicted from inputs cut right after each one
+        (the target and everything later replaced), with the RNG and buffers this step's
+        scored forward will see: an honest causal model gives exactly its scored losses."""
+        import torch
+
+        idx = torch.tensor(probe["rows"], dtype=torch.long, device=inputs.device)
+        pos = torch.tensor(probe["positions"], dtype=torch.long, device=inputs.device)
+        cut = inputs.clone()
+        after = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
+        cut[idx] = torch.where(after, torch.full_like(cut[idx], self.__sep), cut[idx])
+        buffers = [(b, b.detach().clone()) for b in torch.nn.Module.buffers(self.__core)]
+        devices = [inputs.device] if inputs.device.type == "cuda" else []
+        no_sync = self.__ddp.no_sync() if self.__ddp is not None else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=devices), no_sync, torch.enable_grad(), \
+                torch.autocast(device_type=inputs.device.type, dtype=amp_dtype,
+                               enabled=amp_dtype is not None):
+            self.model.train()
+            logits = forward(cut)
+            picked = logits[idx, pos].float()
+            nats = torch.nn.functional.cross_entropy(picked, targets[idx, pos],
+                                                     reduction="none").detach()
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+        return [float(v) for v in nats.cpu()]
+
+    def __snapshot(self, step: int, precision: str, compiled: bool) -> None:
+        """The model as it is before this step's scored forward, with the RNG it will use.
+
+        Taken through nn.Module's own `state_dict` (never an override), written where the
+        eval sandbox (architecture only) re-computes this step's kept positions from it."""
         import torch
 
         state = {
             "model": {k: v.detach().to("cpu", copy=True)
-                      for k, v in self.__core.state_dict().items()},
+                      for k, v in torch.nn.Module.state_dict(self.__core).items()},
             "cpu_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+            "cuda_rng": torch.cuda.get_rng_state(self.device)
+            if self.device.type == "cuda" else None,
             "precision": precision,
+            "compile": compiled,
         }
-        torch.save(state, self.__audit_dir / f"step_{step:08d}.pt")
+        torch.save(state, self.__snapshot_dir / f"step_{step:08d}_rank{self.rank}.pt")
 
 
 def _precision(autocast_dtype) -> str:

@@ -1,14 +1,15 @@
-"""The one loss the challenge scores: summed next-token cross-entropy in nats.
+"""The one loss the challenge scores: next-token cross-entropy in nats, per position.
 
-Targets equal to the document separator predict no bytes and are not scored (DESIGN §5).
-Train harness, eval harness and audit all call this function, so they cannot disagree.
+Targets equal to the document separator predict no bytes and are not scored (DESIGN §5):
+their loss is 0 here. The train harness, the replay's probes and the eval harness all call
+this function, so they cannot disagree; the feeder sums what it reports.
 """
 
 from __future__ import annotations
 
 
-def summed_nats(logits, targets, separator_id: int):
-    """Sum of -ln p(target) over non-separator targets, computed in float32."""
+def token_nats(logits, targets, separator_id: int):
+    """-ln p(target) per position (float32, shaped like `targets`); separators give 0."""
     import torch.nn.functional as F
 
     vocab = logits.shape[-1]
@@ -16,8 +17,8 @@ def summed_nats(logits, targets, separator_id: int):
         logits.reshape(-1, vocab).float(),
         targets.reshape(-1),
         ignore_index=separator_id,
-        reduction="sum",
-    )
+        reduction="none",
+    ).view(targets.shape)
 
 
 def check_logits(logits, batch: int, seq_len: int, vocab_size: int) -> None:

@@ -38,17 +38,51 @@ def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_
         model = fn(ctx)
     if not isinstance(model, torch.nn.Module):
         raise ContractError(f"build_model returned {type(model).__name__}, not a torch.nn.Module")
-    n = count_params(model)
+    n = count_state(model, vars(architecture))
     if n > max_params:
-        raise ContractError(f"the model has {n} parameters, over the cap of {max_params}")
+        raise ContractError(f"the model holds {n:,} tensor elements (parameters, buffers and "
+                            f"other tensors), over the cap of {max_params:,}")
     return model
 
 
 def count_params(model) -> int:
+    """Elements of the model's parameters (shared ones once), through nn.Module's own code."""
+    import torch
+
     seen: set[int] = set()
     total = 0
-    for p in model.parameters():
+    for p in torch.nn.Module.parameters(model):
         if id(p) not in seen:
             seen.add(id(p))
             total += p.numel()
+    return total
+
+
+def count_state(model, namespace: dict | None = None) -> int:
+    """Elements of every tensor the model can hold knowledge in: parameters, buffers
+    (persistent or not), tensors kept as plain attributes of its modules (or in a list,
+    tuple or dict there), and tensors at module level of its source. Each storage counts
+    once, whole: a view holds its whole storage."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+
+    def add(value) -> None:
+        nonlocal total
+        values = value.values() if isinstance(value, dict) else (
+            value if isinstance(value, list | tuple) else (value,))
+        for t in values:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = storage.data_ptr() or id(storage)
+                if key not in seen:
+                    seen.add(key)
+                    total += storage.nbytes() // max(1, t.element_size())
+
+    for module in torch.nn.Module.modules(model):
+        for value in vars(module).values():
+            add(value)  # _parameters and _buffers are dicts held in vars()
+    for value in (namespace or {}).values():
+        add(value)
     return total

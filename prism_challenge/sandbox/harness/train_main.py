@@ -47,16 +47,16 @@ def main() -> int:
         ContractError,
         build_model,
         count_params,
+        count_state,
         load_module,
     )
 
     channel = FeederChannel(_env("PRISM_SOCKET"), rank)
     challenge = channel.request("hello", {"world_size": world_size})
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
-    out_dir, audit_dir = scratch / "out", scratch / "audit"
-    if rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        audit_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, snapshot_dir = scratch / "out", scratch / "snapshots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    snapshot_dir.mkdir(parents=True, exist_ok=True)
     status = {"status": "ok", "detail": ""}
     observed: dict = {"world_size": world_size}
     model = ctx = None
@@ -65,7 +65,8 @@ def main() -> int:
         architecture = load_module(submission / "architecture.py", "architecture")
         model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
                             max_params=challenge["param_cap"], seed=seed)
-        observed.update(param_count=count_params(model), layer_count=axes.layer_count(model),
+        observed.update(param_count=count_params(model), state_count=count_state(model),
+                        layer_count=axes.layer_count(model),
                         module_census=axes.module_census(model))
         if torch.cuda.is_available():
             device = torch.device("cuda", local_rank)
@@ -90,8 +91,9 @@ def main() -> int:
             model=model, ddp_model=ddp, device=device, vocab_size=vocab, seq_len=seq_len,
             separator_id=sep, rank=rank, world_size=world_size,
             token_budget=challenge["token_budget"],
+            max_step_rows=int(challenge["max_step_rows"]),
             deadline=time.monotonic() + float(ready["deadline_s"]), channel=channel,
-            audit_dir=audit_dir, observed=observed,
+            snapshot_dir=snapshot_dir, observed=observed,
         )
         with watch:
             train(ctx)
@@ -101,11 +103,13 @@ def main() -> int:
         status = {"status": "crash", "detail": _summary(exc)}
     observed["optimizers"] = watch.optimizers()
     if model is not None and rank == 0:
-        state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+        state = {k: v.detach().to("cpu")
+                 for k, v in torch.nn.Module.state_dict(model).items()}
         torch.save(state, out_dir / "final.pt")
-    logs = ctx.logs if ctx is not None else []
+    telemetry = ctx.telemetry if ctx is not None and rank == 0 else []
     channel.finish(status["status"], status["detail"],
-                   {"axes": observed if "param_count" in observed else None, "logs": logs[-2000:]})
+                   {"axes": observed if "param_count" in observed else None,
+                    "telemetry": telemetry})
     if world_size > 1:
         import torch.distributed as dist
 

@@ -1,0 +1,77 @@
+"""Target-absent held-out evaluation: which val positions are scored, and in what order.
+
+Each scored position p of a val row is predicted from that row with every token after p
+replaced by a filler, so the input holds its context and never the token it predicts: no
+look-ahead of any kind can lower this score, however the model behaves when it notices it
+is being evaluated. It is the reference every other check compares to.
+
+Rows are every other val row (so no two used rows share a token or touch each other), each
+cut at a few random positions; a row is shown cut at its positions in increasing order, one
+cut per pass over the rows, so a model that remembers what it was shown has only ever seen
+text it was already scored on. Positions whose target is a separator are not scored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from prism_challenge.sandbox.eval_server import Task
+from prism_challenge.sandbox.sampling import cut_rows
+
+
+@dataclass(frozen=True)
+class HeldOutPlan:
+    rows: np.ndarray  # int32[n, T + 1]: the val rows used
+    positions: np.ndarray  # int64[n, cuts]: increasing positions per row
+
+    @property
+    def count(self) -> int:
+        return int(self.positions.size)
+
+    def targets(self) -> np.ndarray:
+        return np.take_along_axis(self.rows[:, 1:], self.positions, axis=1)
+
+    def first(self, positions: int) -> HeldOutPlan:
+        """The plan restricted to its first rows, holding at least `positions` positions."""
+        n = min(len(self.rows), max(1, math.ceil(positions / self.positions.shape[1])))
+        return HeldOutPlan(self.rows[:n], self.positions[:n])
+
+    def tasks(self, model: str, batch: int, separator_id: int):
+        """Logits tasks in the safe order: cut index by cut index, rows in batches."""
+        inputs = self.rows[:, :-1]
+        targets = self.targets()
+        for j in range(self.positions.shape[1]):
+            for start in range(0, len(self.rows), batch):
+                idx = np.arange(start, min(start + batch, len(self.rows)))
+                pos = self.positions[idx, j]
+                local = np.arange(len(idx))
+                yield Task("logits", model, cut_rows(inputs[idx], local, pos, separator_id),
+                           targets=targets[idx, j], select_rows=local.tolist(),
+                           select_positions=pos.tolist(), tag=(model, j))
+
+
+def heldout_plan(val, seq_len: int, positions: int, cuts_per_row: int,
+                 rng: np.random.Generator) -> HeldOutPlan:
+    """Choose `positions` held-out positions (fewer if the split is small)."""
+    sep = val.manifest.separator_id
+    candidates = np.arange(0, val.n_rows(seq_len), 2)
+    if candidates.size == 0:
+        raise ValueError(f"the val split has no full row of seq_len {seq_len} + 1 tokens")
+    cuts = max(1, min(cuts_per_row, seq_len))
+    n = min(candidates.size, math.ceil(positions / cuts))
+    chosen = np.sort(rng.choice(candidates, size=n, replace=False))
+    rows = val.rows_at(seq_len, chosen)
+    pos = np.empty((n, cuts), dtype=np.int64)
+    keep = np.ones(n, dtype=bool)
+    for i in range(n):
+        ok = np.flatnonzero(rows[i, 1:] != sep)
+        if ok.size < cuts:
+            keep[i] = False
+            continue
+        pos[i] = np.sort(rng.choice(ok, size=cuts, replace=False))
+    if not keep.any():
+        raise ValueError("the val split has no row with enough scored tokens")
+    return HeldOutPlan(rows[keep], pos[keep])

@@ -1,0 +1,60 @@
+"""The verdict on a contender's replay: may this run take weight?
+
+A pure function of the replay record and the settings. A run passes only if its replay
+reproduced it (every batch's loss, the same batch sizes, every check step reached) and the
+positions re-predicted without their targets agree with what the original run reported,
+both in the harness of the replay and, from snapshots, in the eval sandbox where the host
+computes the losses itself. Each failing rule gives a reason starting with its name.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from prism_challenge.config.settings import VerificationSettings
+from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    passed: bool
+    reasons: list[str]
+
+
+def _positions(name: str, checked: CheckedPositions, v: VerificationSettings) -> list[str]:
+    reasons = []
+    allowed = math.floor(v.max_mismatch_fraction * checked.compared)
+    if checked.compared == 0:
+        reasons.append(f"{name}: no kept position could be re-predicted")
+    if checked.mismatched > allowed:
+        ex = checked.examples[0] if checked.examples else None
+        where = (f"; e.g. step {ex.step} rank {ex.rank} row {ex.row} position {ex.position}: "
+                 f"reported {ex.recorded:.4f} nats, {ex.recomputed:.4f} without its target"
+                 if ex else "")
+        reasons.append(f"{name}: {checked.mismatched} of {checked.compared} positions "
+                       f"disagree with the original run{where}")
+    if not checked.mean_diff <= v.mean_tol:
+        reasons.append(f"{name}: without their targets the positions cost {checked.mean_diff:.4f}"
+                       f" nats more on average than the original run reported")
+    return reasons
+
+
+def verdict(replay: ReplayRecord, settings: VerificationSettings) -> Verdict:
+    reasons: list[str] = []
+    if replay.exit_reason == "infra":
+        raise ValueError("the replay failed on the validator's side; retry it")
+    if replay.diverged:
+        reasons.append(f"replay: diverged from the original run ({replay.diverged})")
+    reasons += [f"replay: {m}" for m in replay.missing]
+    if replay.batch_mismatch_count:
+        m = replay.batch_mismatches[0]
+        reasons.append(
+            f"replay: {replay.batch_mismatch_count} of {replay.batches_compared} batch losses "
+            f"were not reproduced (e.g. step {m.step} rank {m.rank}: {m.original:.6g} then "
+            f"{m.replay if m.replay is None else format(m.replay, '.6g')} nats)")
+    reasons += _positions("probe", replay.probes, settings)
+    reasons += _positions("snapshot", replay.snapshots, settings)
+    return Verdict(passed=not reasons, reasons=reasons)

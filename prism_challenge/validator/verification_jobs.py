@@ -1,0 +1,103 @@
+"""Contender replay jobs in the store: which runs to replay, claiming, recording the verdict.
+
+A run is replayed only when it would take the lead (the weights) if it were verified, so
+the cost is paid for contenders only. Jobs move queued -> running -> passed | failed with a
+compare-and-set, like submissions; a job interrupted by a crash goes back to the queue at
+start-up, and one the validator's own side cannot finish is retried `max_attempts` times.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.leaderboard import contenders
+from prism_challenge.scoring.queries import load_entries
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import Verification
+
+ACTIVE = ("queued", "running")
+
+
+def queue_contenders(session: Session, settings: Settings, *, now: float | None = None,
+                     slots: int | None = None) -> list[int]:
+    """Queue replays for the best contenders, as many as there are evaluation slots free
+    (`slots`: the node's planned slot count; else `validator.slots`, else 1)."""
+    if not settings.verification.enabled:
+        return []
+    active = session.scalar(select(func.count()).select_from(Verification)
+                            .where(Verification.status.in_(ACTIVE))) or 0
+    room = max(0, (slots or settings.validator.slots or 1) - active)
+    if room == 0:
+        return []
+    sc = settings.scoring
+    found = contenders(load_entries(session), epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin)
+    now = time.time() if now is None else now
+    queued = []
+    for entry in found[:room]:
+        session.add(Verification(submission_id=entry.submission_id, status="queued",
+                                 attempts=0, created_at=now, updated_at=now))
+        queued.append(entry.submission_id)
+    session.flush()
+    return queued
+
+
+def claim(store: Store) -> int | None:
+    """Take the oldest queued replay (compare-and-set queued -> running)."""
+    with store.session() as s:
+        ids = list(s.scalars(select(Verification.submission_id)
+                             .where(Verification.status == "queued")
+                             .order_by(Verification.created_at).limit(8)))
+    for sid in ids:
+        with store.session() as s:
+            done = s.execute(update(Verification)
+                             .where(Verification.submission_id == sid,
+                                    Verification.status == "queued")
+                             .values(status="running", attempts=Verification.attempts + 1,
+                                     updated_at=time.time())
+                             .execution_options(synchronize_session=False))
+            if done.rowcount == 1:
+                return sid
+    return None
+
+
+def finish(session: Session, sid: int, *, passed: bool, reason: str | None, replay: dict
+           ) -> None:
+    row = session.get(Verification, sid)
+    if row is None or row.status != "running":
+        raise ValueError(f"verification of submission {sid} is not running")
+    row.status = "passed" if passed else "failed"
+    row.reason = reason
+    row.replay = replay
+    row.updated_at = time.time()
+
+
+def retry_or_fail(session: Session, sid: int, reason: str, max_attempts: int, *,
+                  counted: bool = True) -> str:
+    """The replay failed on the validator's side: queue it again, or give up. A replay
+    stopped by a shutdown (`counted=False`) does not spend an attempt."""
+    row = session.get(Verification, sid)
+    if row is None or row.status != "running":
+        raise ValueError(f"verification of submission {sid} is not running")
+    if not counted:
+        row.attempts = max(0, row.attempts - 1)
+    row.status = "queued" if row.attempts < max_attempts else "failed"
+    row.reason = reason if row.status == "queued" else (
+        f"the replay could not be completed on this validator after {row.attempts} attempts "
+        f"({reason})")
+    row.updated_at = time.time()
+    return row.status
+
+
+def resume_interrupted(store: Store) -> list[int]:
+    """Replays found running at start-up were interrupted: back to the queue."""
+    with store.session() as s:
+        rows = list(s.scalars(select(Verification).where(Verification.status == "running")))
+        for row in rows:
+            row.status = "queued"
+            row.reason = "resumed after an interrupted replay"
+            row.updated_at = time.time()
+        return [r.submission_id for r in rows]

@@ -1,0 +1,90 @@
+"""The feeder bounds every message before reading it (THREAT_MODEL C2): a harness that
+announces a huge payload is cut off without the validator reading (or holding) it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from prism_challenge.data import TokenStream
+from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.feeder import MAX_FINISH_BYTES, Feeder, FeederPlan
+
+
+@pytest.fixture
+def feeder(prepared_data, tmp_path):
+    train = TokenStream.open(prepared_data, "train")
+    plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
+                      separator_id=train.manifest.separator_id, param_cap=10**6,
+                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=1,
+                      sample_secret=b"s" * 32, sample_rows=4, lanes=8)
+    f = Feeder(train, plan, tmp_path / "feeder.sock")
+    yield f
+    f.close()
+
+
+def _client(feeder) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(feeder.path))
+    protocol.send(s, {"op": "hello", "rank": 0})
+    protocol.recv(s)
+    return s
+
+
+def _announce(sock, header: dict) -> None:
+    raw = json.dumps(header).encode()
+    sock.sendall(struct.pack(">I", len(raw)) + raw)  # the payload itself never follows
+
+
+def _closed(sock) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionError, TimeoutError):
+        return True
+
+
+def test_an_oversized_finish_is_refused_before_it_is_read(feeder):
+    s = _client(feeder)
+    t0 = time.monotonic()
+    _announce(s, {"op": "finish", "rank": 0, "status": "ok", "payload": 512 * 2**20})
+    assert _closed(s) and time.monotonic() - t0 < 5
+    assert any("over its limit" in p and str(MAX_FINISH_BYTES) in p
+               for p in feeder.state.problems)
+    assert feeder.state.finishes == {}
+
+
+def test_losses_must_be_exactly_one_float_per_served_position(feeder):
+    s = _client(feeder)
+    protocol.send(s, {"op": "ready", "rank": 0})
+    protocol.recv(s)
+    protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+    reply, rows = protocol.recv(s)
+    assert reply["rows"] == 4 and len(rows) == 4 * 33 * 4
+    _announce(s, {"op": "loss", "rank": 0, "step": 0, "payload": 4 * 32 * 4 + 4})
+    assert _closed(s)
+    assert any("'loss' payload" in p for p in feeder.state.problems)
+    assert feeder.reported() == []
+
+
+def test_losses_are_summed_by_the_feeder_over_scored_targets_only(feeder):
+    s = _client(feeder)
+    protocol.send(s, {"op": "ready", "rank": 0})
+    protocol.recv(s)
+    protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+    reply, payload = protocol.recv(s)
+    rows = np.frombuffer(payload, dtype="<i4").reshape(4, 33)
+    losses = np.full((4, 32), 2.0, dtype="<f4")
+    protocol.send(s, {"op": "loss", "rank": 0, "step": 0}, losses.tobytes())
+    protocol.send(s, {"op": "next", "rank": 0, "step": 1, "rows": 4})
+    protocol.recv(s)
+    [served] = feeder.reported()
+    scored = rows[:, 1:] != feeder.plan.separator_id
+    assert served.tokens == reply["tokens"] == int(scored.sum())
+    assert served.nats == pytest.approx(2.0 * served.tokens)
+    assert served.sample == [2.0] * 4

@@ -1,0 +1,134 @@
+"""THREAT_MODEL B3, B5, B7, B8: a model that notices checks gains nothing.
+
+Each attack runs for real in bubblewrap (bypassing the static gates, tested elsewhere). The
+original run has nothing to notice; held-out scores are target-absent; and a contender's
+replay checks positions it could not know would be checked. Where an attack would pass the
+original run's screens (causality, gap), the replay must fail it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_kit import bundle, digest_of, tiny_settings
+
+from prism_challenge.scoring import score_record
+from prism_challenge.scoring.verification import verdict
+
+
+@pytest.fixture
+def verify(runner, tmp_path):
+    """(record, score, replay, verdict) of one bundle: the original run, then its replay."""
+
+    def _verify(files, r=None):
+        r = r or runner
+        record = r.run(files, digest_of(files), tmp_path / "run")
+        score = score_record(record, r.settings.scoring)
+        replay = r.replay(files, record, tmp_path / "replay")
+        return record, score, replay, verdict(replay, r.settings.verification)
+
+    return _verify
+
+
+def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
+    """Peeks at ~3% of positions only when the batch and the one before it are new: the
+    causality probe (variations of one batch) never sees it, the gap only dents it; the
+    replay's target-absent probes find the positions it read."""
+    record, score, replay, v = verify(bundle("peek", EVERY="32", GUARD="5"))
+    assert record.exit_reason == "ok" and record.eval.exit_reason == "ok"
+    assert record.eval.probe_trained.ok and record.eval.probe_twin.ok
+    assert score.eligible, score.reasons  # a non-contender would keep this provisional score
+    assert not v.passed
+    assert replay.probes.mismatched >= 1
+    assert replay.probes.examples[0].recorded < 0.01 < 5 < replay.probes.examples[0].recomputed
+    assert any(r.startswith("probe:") for r in v.reasons)
+
+
+def test_snapshot_and_timing_aware_peeker_fails_the_replay(verify):
+    """Peeks everywhere it believes unobserved: not on the first step, not right after a
+    state_dict() of its submodule, not after an unusually slow step (the old audit's tells).
+    The held-out score is target-absent, so the gap zeroes it; the replay fails it too."""
+    record, score, replay, v = verify(bundle("peek", EVERY="1", GUARD="4"))
+    assert not score.eligible and any(r.startswith("gap:") for r in score.reasons)
+    assert record.eval.val_bpb_trained > 2.0 and score.prequential_bpb < 1.0
+    assert not v.passed
+    assert replay.snapshots.mismatched >= 1 and replay.probes.mismatched >= 1
+
+
+def test_peeking_at_held_out_inputs_only_costs(run, runner):
+    """A model that reads the next input everywhere, in every mode: the held-out inputs hold
+    a filler after the scored position, so reading ahead there only hurts."""
+    record = run(bundle("peek", EVERY="1", GUARD="-1"))
+    score = score_record(record, runner.settings.scoring)
+    honest = run(bundle("tiny"))
+    assert record.eval.val_bpb_trained > 2 * honest.eval.val_bpb_trained
+    assert not score.eligible and any(r.startswith("gap:") for r in score.reasons)
+
+
+def test_tampered_losses_are_caught_by_the_replay(verify):
+    """training.py halves the harness's per-position loss in-process: the replay's probes and
+    the eval sandbox's snapshot re-predictions (losses computed by the host) disagree."""
+    record, score, replay, v = verify(bundle("tamper"))
+    assert record.exit_reason == "ok"
+    assert not score.eligible  # the gap alone already zeroes this one
+    ex = replay.snapshots.examples[0]
+    assert ex.recomputed == pytest.approx(2 * ex.recorded, rel=1e-3)
+    assert replay.snapshots.mismatched == replay.snapshots.compared > 0
+    assert not v.passed and any(r.startswith("snapshot:") for r in v.reasons)
+
+
+def test_a_run_the_replay_cannot_reproduce_is_not_verified(verify):
+    """Behaviour that differs between runs (here: the clock sets the learning rate), as a
+    model's would if it behaved differently when replayed."""
+    record, score, replay, v = verify(bundle("nondeterministic"))
+    assert score.eligible
+    assert replay.batch_mismatch_count >= 1
+    assert not v.passed and any("not reproduced" in r for r in v.reasons)
+
+
+def test_introspection_finds_no_tell_in_the_original_run(verify):
+    """Scanning every object for the feeder's replies finds nothing but rows and a token
+    count in the original run; in the replay it sees the checks coming, and that changes
+    nothing: the values it is judged on were already reported."""
+    record, score, replay, v = verify(bundle("introspect"))
+    assert record.exit_reason == "ok", record.exit_detail
+    assert replay.exit_reason == "crash" and "check tells found" in replay.exit_detail
+    assert "probe" in replay.exit_detail
+    assert v.passed, v.reasons
+
+
+def test_no_validator_file_is_readable_in_either_sandbox(verify, runner):
+    """The architecture walks every visible folder and tries linecache and warnings on the
+    files the eval sandbox used to hold; it raises if it finds anything but its own code,
+    weights and snapshots. Both sandboxes (and the replay's) stay clean."""
+    record, score, replay, v = verify(bundle("sidedoor"))
+    assert record.exit_reason == "ok", record.exit_detail
+    assert record.eval.exit_reason == "ok", record.eval.detail
+    assert record.eval.val_bpb_trained is not None
+    assert v.passed and replay.snapshots.compared > 0
+
+
+def test_reading_the_next_row_of_the_batch_gains_nothing_and_is_caught(run, runner):
+    """Rows of a batch come from different lanes of the stream, so the row after is not the
+    continuation; the causality screen also changes the other rows and sees the leak."""
+    record = run(bundle("cross_row"))
+    score = score_record(record, runner.settings.scoring)
+    assert not score.eligible
+    assert any("causality" in r for r in score.reasons)
+    assert record.eval.probe_trained.max_abs_diff > 1
+
+
+def test_weights_in_buffers_count_against_the_cap(make_runner, tmp_path):
+    r = make_runner(tiny_settings(challenge={"param_cap": 100_000}))
+    files = bundle("buffer_cap")
+    record = r.run(files, digest_of(files), tmp_path / "cap")
+    assert record.exit_reason == "contract"
+    assert "tensor elements" in record.exit_detail and "100,000" in record.exit_detail
+
+
+def test_telemetry_floods_are_bounded_inside_the_sandbox(run):
+    record = run(bundle("telemetry_flood"))
+    assert record.exit_reason == "ok"
+    keys = {k for p in record.telemetry for k in p.values}
+    assert 0 < len(record.telemetry) <= 1000
+    assert len(keys) <= 16 and all(len(k) <= 48 for k in keys)
+    assert all(p.values.get("nan") is None for p in record.telemetry)
