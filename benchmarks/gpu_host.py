@@ -100,7 +100,7 @@ def main() -> None:
     budget_rows = args.steps * args.batch
     settings = Settings(
         challenge={"seq_len": args.seq_len, "token_budget": budget_rows * args.seq_len,
-                   "deadline_s": 1800.0, "val_tokens": 8 * args.seq_len},
+                   "deadline_s": 1800.0},
         sandbox={"nproc_per_node": args.nproc, "cpu_threads": 2, "memory_bytes": 32 * 2**30,
                  "disk_bytes": 8 * 2**30, "save_grace_s": 60.0},
     )
