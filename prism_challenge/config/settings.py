@@ -110,6 +110,20 @@ class SandboxSettings(Section):
     gpus: list[str] = Field(default_factory=list)
 
 
+class EarlyStopSettings(Section):
+    """Stopping, at fixed checkpoints, a run that can no longer take the lead."""
+
+    enabled: bool = True
+    checkpoints: list[float] = Field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8])
+    max_gain: float = Field(0.5, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _fractions(self) -> EarlyStopSettings:
+        if any(not 0 < f < 1 for f in self.checkpoints):
+            raise ValueError("scoring.early_stop.checkpoints must be fractions in (0, 1)")
+        return self
+
+
 class ScoringSettings(Section):
     epsilon_bpb: float = Field(0.001, ge=0)
     dethrone_margin: float = Field(0.005, ge=0, lt=1)
@@ -123,6 +137,7 @@ class ScoringSettings(Section):
     heldout_positions: int = Field(1536, ge=16)
     heldout_twin_positions: int = Field(384, ge=16)
     heldout_cuts_per_row: int = Field(8, ge=1)
+    early_stop: EarlyStopSettings = Field(default_factory=EarlyStopSettings)
 
     @model_validator(mode="after")
     def _gap_thresholds_ordered(self) -> ScoringSettings:

@@ -101,7 +101,10 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
         raise LedgerError(f"observation refused: bpb {bpb!r} is not a finite non-negative number")
     reading = AxisReading.model_validate(p["reading"])
     state.n_obs += 1
-    if p["eligible"]:
+    if p["eligible"] and p.get("censored"):  # a lower bound: no contrast can use it
+        state.n_censored += 1
+        _track_stall(state, None, cfg)  # it could not beat the leader: no new best
+    elif p["eligible"]:
         state.n_eligible += 1
         _track_stall(state, bpb, cfg)
         _evidence(state, reading, p["hotkey"], bpb, cfg)
@@ -114,8 +117,11 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
         _checkpoint(state, cfg)
 
 
-def _track_stall(state: RegistryState, bpb: float, cfg) -> None:
-    if state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb:
+def _track_stall(state: RegistryState, bpb: float | None, cfg) -> None:
+    """`bpb` None: a censored run, known only not to be a new best."""
+    if bpb is None and state.best_bpb is None:
+        return
+    if bpb is not None and (state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb):
         state.best_bpb = bpb
         state.since_best = 0
         return
