@@ -7,9 +7,11 @@
 2. The best recorded run is the leader. The challengers are the other recorded runs and
    perturbed copies of the curves (each per-batch loss rescaled, on the same text):
    near-ties (the leader with 1% noise), slower learners (time-stretched curves), know-nothing
-   and collapsed models, runs that diverge part-way, and late droppers (flat for the first
-   10-40% of the budget - a long warm-up - then dropping; losses that start worse and end
-   better, as schedule-free or curriculum training do; a model that grows at mid-run).
+   and collapsed models, runs that diverge (at 10% or 40%) or stall after 5% (the common
+   failures of a learning rate too high or too low), and late droppers (flat for the first
+   5-40% of the budget - a long warm-up - then dropping, some by just enough to take the
+   lead; losses that start worse and end better, as schedule-free or curriculum training do;
+   a model that grows mid-run).
 3. Each challenger is replayed through the same checks the feeder runs
    (`early_stop.replay_curve`) under the configured checkpoints and `max_gain`, and is
    labelled a future leader when its full prequential bpb beats the leader by the dethrone
@@ -114,7 +116,8 @@ def on_grid(curve: Curve, grid: Curve) -> Curve:
 
 
 def challengers(curves: dict[str, Curve], leader: str, uniform: float, budget_rows: int,
-                rng: np.random.Generator) -> dict[str, Curve]:
+                target_bits: float, rng: np.random.Generator) -> dict[str, Curve]:
+    """The recorded runs but the leader, and perturbed copies (nats on the same batches)."""
     lead = curves[leader]
     frac = lead.mid / budget_rows
     init = float(lead.per_token()[0])
@@ -127,9 +130,13 @@ def challengers(curves: dict[str, Curve], leader: str, uniform: float, budget_ro
         for slow in (0.5, 0.25):  # learns at half / a quarter of the speed
             stretched = np.interp(c.mid * slow, c.mid, loss)
             out[f"{name} x{slow} speed"] = c.with_per_token(stretched)
-        out[f"{name} diverges at 40%"] = c.with_per_token(
-            np.where(c.mid / budget_rows < 0.4, loss,
-                     np.minimum(uniform * 1.2, loss + (c.mid / budget_rows - 0.4) * 20)))
+        at = c.mid / budget_rows
+        for where in (0.1, 0.4):  # the learning rate was too high: the loss blows up
+            out[f"{name} diverges at {where:.0%}"] = c.with_per_token(
+                np.where(at < where, loss, np.minimum(uniform * 1.2, loss + (at - where) * 20)))
+        # the learning rate was too low, or the model is dead: stuck after its first 5%
+        out[f"{name} stalls after 5%"] = c.with_per_token(
+            np.where(at < 0.05, loss, np.interp(0.05 * budget_rows, c.mid, loss)))
     out["know-nothing (uniform)"] = lead.with_per_token(np.full(len(frac), uniform))
     out["collapsed (2x uniform)"] = lead.with_per_token(np.full(len(frac), 2 * uniform))
     # late droppers: the leader's curve, delayed by a flat warm-up, on a faster model
@@ -139,6 +146,16 @@ def challengers(curves: dict[str, Curve], leader: str, uniform: float, budget_ro
             shape = np.interp(t * budget_rows, lead.mid, lead.per_token()) * (1 - gain * t)
             out[f"warm-up {wait:.0%} then {gain:.0%} better"] = lead.with_per_token(
                 np.where(frac < wait, init, shape))
+    # late droppers that just take the lead: flat at the initial loss, then better than the
+    # leader on every later byte by the least gain that ends 1% under the bar
+    bar = 0.99 * target_bits
+    for wait in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3):
+        flat = frac < wait
+        rest = float((lead.nats[~flat]).sum())
+        gain = 1 - (bar - init * float(lead.tokens[flat].sum())) / rest
+        if 0 < gain < 0.9:
+            out[f"warm-up {wait:.0%}, then {gain:.0%} better (leads)"] = lead.with_per_token(
+                np.where(flat, init, (1 - gain) * lead.per_token()))
     for start, end in ((1.10, 0.95), (1.20, 0.90), (1.30, 0.85), (1.05, 0.97), (1.5, 0.8)):
         factor = start + (end - start) * frac  # starts worse, ends better (schedule-free)
         out[f"starts {start - 1:+.0%} ends {end - 1:+.0%}"] = lead.with_per_token(
@@ -156,7 +173,10 @@ def main() -> None:
     ap.add_argument("--record", action="store_true", help="re-record the curves")
     ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--max-gain", type=float, default=None)
+    ap.add_argument("--max-gain", type=float, default=None,
+                    help="override scoring.early_stop.max_gain")
+    ap.add_argument("--checkpoints", type=lambda s: [float(x) for x in s.split(",")],
+                    default=None, help="override scoring.early_stop.checkpoints, e.g. 0.1,0.5")
     args = ap.parse_args()
     from prism_challenge.config import Settings
     from prism_challenge.sandbox.early_stop import (
@@ -173,6 +193,7 @@ def main() -> None:
     settings = Settings().scoring
     cfg = settings.early_stop
     max_gain = cfg.max_gain if args.max_gain is None else args.max_gain
+    fractions = cfg.checkpoints if args.checkpoints is None else args.checkpoints
     rows, nbytes = data["budget_rows"], data["budget_bytes"]
     curves = {n: Curve(c) for n, c in data["curves"].items()}
     if not curves:
@@ -186,14 +207,15 @@ def main() -> None:
     target = (1 - settings.dethrone_margin) * leader_bpb
     plan = EarlyStopPlan(
         target_bpb=target, leader=LeaderCurve.from_batches(lead.batches(), rows), leader_id=0,
-        checkpoints=checkpoint_positions(cfg.checkpoints, rows), max_gain=max_gain,
-        budget_bytes=nbytes)
+        checkpoints=checkpoint_positions(fractions, rows), max_gain=max_gain,
+        budget_bytes=nbytes, recent_rows=max(1, math.ceil(cfg.recent * rows)))
     uniform = math.log(data["vocab_size"])
-    pool = challengers(real, leader, uniform, rows, np.random.default_rng(0))
+    pool = challengers(real, leader, uniform, rows, target * nbytes * LN2,
+                       np.random.default_rng(0))
     print(f"{len(curves)} recorded curves, {rows} budget rows of {data['seq_len']} tokens; "
           f"leader {leader} at {leader_bpb:.4f} bpb (uniform "
           f"{uniform / LN2 * grid.tokens.sum() / nbytes:.4f}); target {target:.4f}; "
-          f"checkpoints {list(cfg.checkpoints)}; max_gain {max_gain}")
+          f"checkpoints {list(fractions)}; max_gain {max_gain}")
     print(f"{'challenger':44s} {'bpb/target':>10s} {'future leader':>13s} {'stopped at':>10s}"
           f" {'bound':>7s}")
     saved = wrong = winners = losers = 0

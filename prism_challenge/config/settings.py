@@ -116,6 +116,7 @@ class EarlyStopSettings(Section):
     enabled: bool = True
     checkpoints: list[float] = Field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8])
     max_gain: float = Field(0.5, gt=0, lt=1)
+    recent: float = Field(0.05, gt=0, lt=1)
 
     @model_validator(mode="after")
     def _fractions(self) -> EarlyStopSettings:

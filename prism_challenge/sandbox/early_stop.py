@@ -10,8 +10,8 @@ At a checkpoint, with the stream consumed up to position P:
 is the run's final prequential bpb if, on every byte still to come, it were `max_gain`
 better than the leader. The run is stopped when even that cannot clear the bar
 `(1 - dethrone_margin) * leader bpb` (a run above the bar can never take the lead), and
-only if it is not beating the leader on the stretch since the previous checkpoint (a run
-that has started to learn fast is left to finish).
+only if it is not beating the leader on the latest stretch of the stream (a run that has
+started to learn fast is left to finish).
 
 Why this is conservative: the bits paid so far are exact (losses are never negative, and
 the budget's bytes are the denominator whatever the run does), so the only assumption is
@@ -78,6 +78,8 @@ class EarlyStopPlan:
     checkpoints: tuple[int, ...]  # stream positions (rows), increasing
     max_gain: float  # the rest of the run may be this much better than the leader, per byte
     budget_bytes: int
+    recent_rows: int = 1  # the stretch before a checkpoint where a run beating the leader
+    # is left to finish
 
 
 @dataclass(frozen=True)
@@ -91,19 +93,19 @@ class Decision:
 
 
 def judge(plan: EarlyStopPlan, index: int, position: int, run_bits: float,
-          window_bits: float, window_start: int) -> Decision:
+          recent_bits: float, recent_start: int) -> Decision:
     """The verdict at a checkpoint, from the run's bits on [0, position) and on
-    [window_start, position)."""
+    [recent_start, position)."""
     rest = plan.leader.total - plan.leader.bits_before(position)
     bound = (run_bits + (1.0 - plan.max_gain) * rest) / plan.budget_bytes
-    leader_window = plan.leader.bits_before(position) - plan.leader.bits_before(window_start)
+    leader_recent = plan.leader.bits_before(position) - plan.leader.bits_before(recent_start)
     if not math.isfinite(run_bits):  # the non-finite gate judges it; no bound to record
         return Decision(index, position, math.nan, run_bits, False, "non-finite losses")
     if bound <= plan.target_bpb:
         return Decision(index, position, bound, run_bits, False, "may still lead")
-    if window_bits < leader_window:
+    if recent_start < position and recent_bits < leader_recent:
         return Decision(index, position, bound, run_bits, False,
-                        "beating the leader since the previous checkpoint")
+                        "beating the leader on the latest stretch")
     return Decision(index, position, bound, run_bits, True,
                     f"bound {bound:.4f} bpb > target {plan.target_bpb:.4f}")
 
@@ -120,17 +122,20 @@ class Watch:
     def __init__(self, plan: EarlyStopPlan) -> None:
         self.plan = plan
         self.next = 0
-        self.mark = (0, 0.0)  # (position, bits) where the previous checkpoint was judged
 
     def due(self, position: int) -> bool:
         return self.next < len(self.plan.checkpoints) and \
             position >= self.plan.checkpoints[self.next]
 
-    def check(self, position: int, bits: float) -> Decision:
-        """Judge the due checkpoint with the run's bits on [0, position)."""
-        start, start_bits = self.mark
-        decision = judge(self.plan, self.next, position, bits, bits - start_bits, start)
-        self.mark = (position, bits)
+    def check(self, position: int, consumed: Iterable[tuple[int, int, float]]) -> Decision:
+        """Judge the due checkpoint; `consumed` holds (offset_row, rows, nats) of every batch
+        on [0, position)."""
+        consumed = list(consumed)
+        bits = math.fsum(n for _, _, n in consumed) / LN2
+        recent = [b for b in consumed if b[0] >= position - self.plan.recent_rows]
+        start = min((o for o, _, _ in recent), default=position)
+        decision = judge(self.plan, self.next, position, bits,
+                         math.fsum(n for _, _, n in recent) / LN2, start)
         while self.due(position):
             self.next += 1
         return decision
@@ -141,11 +146,12 @@ def replay_curve(plan: EarlyStopPlan, batches: Sequence[tuple[int, int, float]]
     """Run the checks over a finished run's (offset_row, rows, nats) batches, as the feeder
     would have: the first stopping decision, or None (used by the benchmark and tests)."""
     watch = Watch(plan)
-    bits = 0.0
-    for offset, rows, nats in sorted(batches):
-        bits += nats / LN2
-        if watch.due(offset + rows):
-            decision = watch.check(offset + rows, bits)
+    consumed: list[tuple[int, int, float]] = []
+    for batch in sorted(batches):
+        consumed.append(batch)
+        end = batch[0] + batch[1]
+        if watch.due(end):
+            decision = watch.check(end, consumed)
             if decision.stop:
                 return decision
     return None

@@ -380,8 +380,8 @@ class Feeder:
             return False
         if any(s.nats is None for s in st.served.values()):
             return False
-        bits = math.fsum(s.nats for s in st.served.values()) / math.log(2.0)
-        decision = self.watch.check(st.next_position, bits)
+        decision = self.watch.check(st.next_position, ((s.position, len(s.rows), s.nats)
+                                                       for s in st.served.values()))
         if decision.stop:
             st.stopped = decision
         return decision.stop

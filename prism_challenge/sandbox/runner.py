@@ -272,7 +272,8 @@ class Runner:
             return None
         return EarlyStopPlan(target_bpb=(1.0 - margin) * leader_bpb, leader=curve,
                              leader_id=leader_id, checkpoints=checkpoints,
-                             max_gain=cfg.max_gain, budget_bytes=self.budget.bytes)
+                             max_gain=cfg.max_gain, budget_bytes=self.budget.bytes,
+                             recent_rows=max(1, math.ceil(cfg.recent * self.budget_rows)))
 
     def _feeder_plan(self, secret: bytes, early_stop: EarlyStopPlan | None = None
                      ) -> FeederPlan:
