@@ -371,17 +371,23 @@ class Feeder:
         return alloc
 
     def _hopeless(self) -> bool:
-        """At a checkpoint, once every batch served so far has its losses: may this run
-        still take the lead? (Called under the lock; a pending check waits for the losses.)"""
+        """Past a checkpoint, judged on the longest stretch of the stream from its start
+        whose losses have all arrived (ranks report at their own pace): may this run still
+        take the lead? Called under the lock."""
         st = self.state
         if st.stopped is not None:
             return True
         if self.watch is None or not self.watch.due(st.next_position):
+            return False  # the cheap test: nothing to judge before the stream passes one
+        reported = []
+        for served in sorted(st.served.values(), key=lambda s: s.position):
+            if served.nats is None:
+                break
+            reported.append((served.position, len(served.rows), served.nats))
+        end = reported[-1][0] + reported[-1][1] if reported else 0
+        if not self.watch.due(end):
             return False
-        if any(s.nats is None for s in st.served.values()):
-            return False
-        decision = self.watch.check(st.next_position, ((s.position, len(s.rows), s.nats)
-                                                       for s in st.served.values()))
+        decision = self.watch.check(end, reported)
         if decision.stop:
             st.stopped = decision
         return decision.stop

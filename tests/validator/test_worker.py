@@ -7,10 +7,10 @@ import time
 
 import pytest
 from fixture_bundles import bundle as sandbox_bundle
+from fixture_bundles import queue_bundle
 from sqlalchemy import select
 from validator_kit import TINY
 
-from prism_challenge.bundle import Bundle
 from prism_challenge.config import Settings
 from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord as Record
@@ -38,15 +38,7 @@ def _queued(store, tag: str = "", files: dict[str, bytes] | None = None) -> int:
     files = dict(files or {n: (TINY / n).read_bytes() for n in ("architecture.py",
                                                                  "training.py")})
     files["training.py"] += f"# {tag}\n".encode()
-    bundle = Bundle(files)
-    with store.session() as s:
-        row = Submission(digest=bundle.digest, hotkey="hk" + tag, status="received",
-                         accepted_at=time.time(), updated_at=time.time(),
-                         bundle=bundle.to_wire())
-        s.add(row)
-        s.flush()
-        transition(s, row.id, Status.QUEUED)
-        return row.id
+    return queue_bundle(store, files, "hk" + tag)
 
 
 def _row(store, sid):
