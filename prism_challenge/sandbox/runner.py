@@ -256,8 +256,8 @@ class Runner:
                         ) -> EarlyStopPlan | None:
         """The bar a run must be able to clear, from the verified leader's score and record
         (the validator's own), or None when early stop is off or the leader's run cannot be
-        compared position by position (another budget or stream order, or it did not
-        consume the whole budget)."""
+        compared position by position (another manifest, budget or stream order, or it did
+        not consume the whole budget)."""
         cfg = self.settings.scoring.early_stop
         margin = self.settings.scoring.dethrone_margin
         same_stream = (leader.manifest_sha256 == self.train.manifest.sha256
