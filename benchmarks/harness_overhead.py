@@ -43,13 +43,17 @@ def _load(path: Path, name: str):
 
 
 class BareContext:
-    """The ctx contract without the harness: rows straight from the stream, same loss."""
+    """The ctx contract without the harness: rows straight from the stream, same loss.
 
-    def __init__(self, model, stream, seq_len, budget_rows, sep):
+    On a GPU each step's time is taken after a synchronize (the harness syncs one step late
+    when it reports the loss), so both sides time finished work.
+    """
+
+    def __init__(self, model, stream, seq_len, budget_rows, sep, device=torch.device("cpu")):
         self.model, self.stream, self.seq_len = model, stream, seq_len
         self.vocab_size = stream.manifest.vocab_size
         self.token_budget, self.budget_rows, self.sep = budget_rows * seq_len, budget_rows, sep
-        self.device, self.rank, self.world_size = torch.device("cpu"), 0, 1
+        self.device, self.rank, self.world_size = torch.device(device), 0, 1
         self.times: list[float] = []
 
     def time_left(self):
@@ -63,13 +67,19 @@ class BareContext:
         while row < self.budget_rows:
             n = min(batch_size, self.budget_rows - row)
             block = torch.from_numpy(self.stream.rows(self.seq_len, row, n).astype(np.int64))
+            block = block.to(self.device)
             row += n
             x, y = block[:, :-1], block[:, 1:]
             self.model.train()
             nats = summed_nats(self.model(x), y, self.sep)
             tokens = int((y != self.sep).sum())
-            self.times.append(time.perf_counter())
+            self._stamp()
             yield SimpleNamespace(inputs=x, targets=y, loss=nats / max(tokens, 1))
+        self._stamp()
+
+    def _stamp(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
         self.times.append(time.perf_counter())
 
 
@@ -124,14 +134,14 @@ def main() -> None:
           f"{record.eval_s:.2f} s")
 
 
-def _bare(args, settings, train_stream, budget_rows) -> float:
+def _bare(args, settings, train_stream, budget_rows, device="cpu") -> float:
     torch.manual_seed(settings.challenge.seed)
     arch = _load(args.bundle / "architecture.py", "bench_architecture")
     ctx_build = SimpleNamespace(vocab_size=train_stream.manifest.vocab_size,
                                 seq_len=args.seq_len, max_params=settings.challenge.param_cap)
-    model = arch.build_model(ctx_build)
+    model = arch.build_model(ctx_build).to(device)
     bare = BareContext(model, train_stream, args.seq_len, budget_rows,
-                       train_stream.manifest.separator_id)
+                       train_stream.manifest.separator_id, device)
     _load(args.bundle / "training.py", "bench_training").train(bare)
     return per_step(bare.times)
 

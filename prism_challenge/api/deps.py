@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from prometheus_client.registry import Collector
+
 from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.chain.status import ChainStatus
@@ -29,3 +31,5 @@ class ApiDeps:
     subnet: Subnet | None = None
     # The chain as this node last saw it (metagraph freshness, weight setting), at /metrics.
     chain_status: ChainStatus = field(default_factory=ChainStatus)
+    # The node's evaluation slots (in rotation or not), exposed at /metrics; None outside a node.
+    slots: Collector | None = None

@@ -135,6 +135,21 @@ class SandboxSettings(Section):
     gpus: list[str] = Field(default_factory=list)
 
 
+class EarlyStopSettings(Section):
+    """Stopping, at fixed checkpoints, a run that can no longer take the lead."""
+
+    enabled: bool = True
+    checkpoints: list[float] = Field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8])
+    max_gain: float = Field(0.5, gt=0, lt=1)
+    recent: float = Field(0.05, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _fractions(self) -> EarlyStopSettings:
+        if any(not 0 < f < 1 for f in self.checkpoints):
+            raise ValueError("scoring.early_stop.checkpoints must be fractions in (0, 1)")
+        return self
+
+
 class ScoringSettings(Section):
     epsilon_bpb: float = Field(0.001, ge=0)
     dethrone_margin: float = Field(0.005, ge=0, lt=1)
@@ -148,6 +163,7 @@ class ScoringSettings(Section):
     heldout_positions: int = Field(1536, ge=16)
     heldout_twin_positions: int = Field(384, ge=16)
     heldout_cuts_per_row: int = Field(8, ge=1)
+    early_stop: EarlyStopSettings = Field(default_factory=EarlyStopSettings)
 
     @model_validator(mode="after")
     def _gap_thresholds_ordered(self) -> ScoringSettings:
@@ -229,8 +245,17 @@ class RegistrySettings(Section):
 
 
 class ValidatorSettings(Section):
-    slots: int = Field(1, ge=1)
+    # None: one slot per group of sandbox.nproc_per_node GPUs on a GPU host, 1 on a CPU host.
+    slots: int | None = Field(None, ge=1)
     max_attempts: int = Field(3, ge=1)
+    # A run that ends in a host fault goes to another slot at most this many times.
+    infra_retries: int = Field(2, ge=0)
+    # Health probe of a slot before it takes a run: wall limit, and the share of each GPU's
+    # memory that must be free.
+    probe_timeout_s: float = Field(120.0, gt=0)
+    probe_min_free_fraction: float = Field(0.9, ge=0, le=1)
+    # Seconds before a slot taken out of rotation is probed again.
+    slot_reprobe_s: float = Field(600.0, gt=0)
     epoch_s: float = Field(60.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
     work_dir: Path = Path("prism-data/runs")

@@ -74,6 +74,15 @@ def leaderboard_html(view: Overview) -> str:
               f'<span class="reason">{esc(e.reason)}</span>'] for e in board.ineligible],
             numeric=(2,),
         ))
+    if board.censored:
+        parts.append("<h3>Censored: stopped early (latest per hotkey)</h3>")
+        parts.append(table(
+            ["submission", "hotkey", "bpb at least", "why"],
+            [[submission_link(e.submission_id, e.name) + " " + badge("censored", "warn"),
+              hotkey(e.hotkey), "≥ " + num(e.bpb),
+              '<span class="reason">stopped at a checkpoint: it could no longer beat the '
+              "leader by the dethrone margin</span>"] for e in board.censored],
+        ))
     return "".join(parts)
 
 

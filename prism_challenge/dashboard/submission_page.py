@@ -52,6 +52,8 @@ def score_html(score: ScoreView | None) -> str:
         ("bpb", num(score.bpb, 6)),
         ("held-out Δ", num(score.heldout_delta, 6)),
         ("eligible", badge("eligible", "ok") if score.eligible else badge("not eligible", "warn")),
+        *([("censored", badge("censored: stopped early, the bpb is a lower bound", "warn"))]
+          if score.detail.get("censored") else []),
         ("reason", f'<span class="reason">{esc(score.reason)}</span>'),
     ]
     rows += [(k, esc(score.detail[k])) for k in SCORE_FIELDS if k in score.detail]

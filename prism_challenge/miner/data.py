@@ -54,7 +54,7 @@ class HeldOutRows:
         self._same_geometry(seq_len)
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= self.n_rows(seq_len)):
-            raise IndexError("held-out row indices out of range")
+            raise IndexError(f"held-out row indices outside the {self.n_rows(seq_len)} rows")
         return self.train.rows_at(seq_len, indices + self.first_row)
 
     def _same_geometry(self, seq_len: int) -> None:

@@ -107,7 +107,10 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
     reading = AxisReading.model_validate(p["reading"])
     sid = p.get("submission_id")
     state.n_obs += 1
-    if p["eligible"]:
+    if p["eligible"] and p.get("censored"):  # a lower bound: no contrast can use it
+        state.n_censored += 1
+        _track_stall(state, None, None, cfg)  # it could not beat the leader: no new best
+    elif p["eligible"]:
         state.n_eligible += 1
         _track_stall(state, bpb, reading, cfg)
         run = [p["hotkey"], bpb, state.n_obs, sid, design_of(reading.arms)]
@@ -120,8 +123,12 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
         _checkpoint(state, cfg)
 
 
-def _track_stall(state: RegistryState, bpb: float, reading: AxisReading, cfg) -> None:
-    if state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb:
+def _track_stall(state: RegistryState, bpb: float | None, reading: AxisReading | None,
+                 cfg) -> None:
+    """`bpb` None: a censored run, known only not to be a new best."""
+    if bpb is None and state.best_bpb is None:
+        return
+    if bpb is not None and (state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb):
         state.best_bpb = bpb
         state.best_arms = dict(reading.arms)
         state.since_best = 0

@@ -90,6 +90,7 @@ class RegistryState(_M):
     seq: int = 0  # ledger events applied
     n_obs: int = 0
     n_eligible: int = 0
+    n_censored: int = 0  # eligible runs stopped early: stall evidence, never contrasts
     axes: list[AxisSpec] = list(DEFAULT_AXES)
     axis_status: dict[str, str] = {a.name: "active" for a in DEFAULT_AXES}
     hypotheses: dict[str, HypState] = {}

@@ -10,6 +10,7 @@ sockets, one batch or task at a time.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -26,6 +27,7 @@ import numpy as np
 
 from prism_challenge.config.settings import Settings
 from prism_challenge.sandbox.backends import (
+    GpuDevice,
     IsolationBackend,
     Limits,
     Mount,
@@ -33,15 +35,20 @@ from prism_challenge.sandbox.backends import (
     SandboxSpec,
     minimal_env,
 )
+from prism_challenge.sandbox.devices import discover_gpus
+from prism_challenge.sandbox.early_stop import EarlyStopPlan, LeaderCurve, checkpoint_positions
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
+from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan
 from prism_challenge.sandbox.record import (
     BatchEntry,
     Budget,
     Consumed,
+    EarlyStop,
     EvalResult,
     MeasuredAxes,
+    Placement,
     ProbeResult,
     RunRecord,
     TelemetryPoint,
@@ -56,10 +63,11 @@ from prism_challenge.sandbox.replay import (
     probe_seconds,
     snapshot_tasks,
 )
+from prism_challenge.sandbox.slots import Slot
 from prism_challenge.sandbox.stream_order import LaneOrder
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
-                 "output": "output", "cancelled": "infra"}
+                 "output": "output", "cancelled": "infra", "host_memory": "infra"}
 PROBE_POSITIONS = 3
 MAX_PROBE_ROWS = 8
 HELDOUT_BATCH = 32
@@ -123,12 +131,15 @@ def _python() -> str:
     return sys.executable
 
 
+def launcher_args(nproc: int) -> tuple[str, ...]:
+    return ("torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}")
+
+
 def train_argv(nproc: int) -> tuple[str, ...]:
-    module = "prism_challenge.sandbox.harness.train_main"
-    if nproc == 1:
-        return (_python(), "-m", module)
-    return (_python(), "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={nproc}", "--no-python", _python(), "-m", module)
+    """Training always starts under torchrun (one process too): every rank gets the same
+    environment contract and the same loopback rendezvous."""
+    return (_python(), "-m", *launcher_args(nproc), "--no-python", _python(), "-m",
+            "prism_challenge.sandbox.harness.train_main")
 
 
 def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budget:
@@ -171,6 +182,7 @@ class Runner:
         if self.val.n_rows(c.seq_len) < 2:
             raise ValueError(f"the val split holds fewer than two rows of seq_len {c.seq_len}"
                              " + 1 tokens")
+        self.slot: Slot | None = None
 
     @classmethod
     def from_data(cls, settings: Settings, backend: IsolationBackend, data_root: Path,
@@ -180,6 +192,25 @@ class Runner:
 
         return cls(settings, backend, TokenStream.open(data_root, "train"),
                    TokenStream.open(data_root, "val"), **kwargs)
+
+    # ---- placement ------------------------------------------------------------------------
+    def on_slot(self, slot: Slot) -> Runner:
+        """This runner with every sandbox placed on `slot`'s GPUs and cores (data shared)."""
+        placed = copy.copy(self)
+        placed.slot = slot
+        return placed
+
+    def devices(self) -> tuple[GpuDevice, ...]:
+        if self.slot is not None:
+            return self.slot.devices
+        gpus = self.settings.sandbox.gpus
+        return tuple(g.device for g in discover_gpus(gpus)) if gpus else ()
+
+    def placement(self) -> Placement:
+        return Placement(slot=None if self.slot is None else self.slot.index,
+                         gpus=[d.id for d in self.devices()],
+                         cpus=[] if self.slot is None else list(self.slot.cpus),
+                         launcher=" ".join(launcher_args(self.settings.sandbox.nproc_per_node)))
 
     # ---- sandboxes ------------------------------------------------------------------------
     def _limits(self, wall_s: float) -> Limits:
@@ -203,7 +234,8 @@ class Runner:
                     Mount(paths.scratch, "/scratch", writable=True)),
             env=self._env({"PRISM_SUBMISSION": "/submission"}),
             limits=self._limits(s.startup_grace_s + deadline_s + s.save_grace_s),
-            scratch=paths.scratch, gpus=tuple(s.gpus), name=f"{name}-train",
+            scratch=paths.scratch, gpus=self.devices(),
+            cpus=() if self.slot is None else self.slot.cpus, name=f"{name}-train",
         )
 
     def _eval_spec(self, paths: RunPaths, name: str) -> SandboxSpec:
@@ -216,17 +248,42 @@ class Runner:
                     Mount(paths.eval_scratch, "/scratch", writable=True)),
             env=self._env({"PRISM_SUBMISSION": "/submission", "PRISM_INPUTS": "/inputs"}),
             limits=self._limits(s.eval_time_s), scratch=paths.eval_scratch,
-            gpus=tuple(s.gpus), name=f"{name}-eval",
+            gpus=self.devices(), cpus=() if self.slot is None else self.slot.cpus,
+            name=f"{name}-eval",
         )
 
-    def _feeder_plan(self, secret: bytes) -> FeederPlan:
+    def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
+                        ) -> EarlyStopPlan | None:
+        """The bar a run must be able to clear, from the verified leader's score and record
+        (the validator's own), or None when early stop is off or the leader's run cannot be
+        compared position by position (another manifest, budget or stream order, or it did
+        not consume the whole budget)."""
+        cfg = self.settings.scoring.early_stop
+        margin = self.settings.scoring.dethrone_margin
+        same_stream = (leader.manifest_sha256 == self.train.manifest.sha256
+                       and leader.lanes == self.order.lanes
+                       and leader.budget == self.budget)
+        if not cfg.enabled or not same_stream or not math.isfinite(leader_bpb):
+            return None
+        curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in leader.batches),
+                                         self.budget_rows)
+        checkpoints = checkpoint_positions(cfg.checkpoints, self.budget_rows)
+        if curve is None or not checkpoints:
+            return None
+        return EarlyStopPlan(target_bpb=(1.0 - margin) * leader_bpb, leader=curve,
+                             leader_id=leader_id, checkpoints=checkpoints,
+                             max_gain=cfg.max_gain, budget_bytes=self.budget.bytes,
+                             recent_rows=max(1, math.ceil(cfg.recent * self.budget_rows)))
+
+    def _feeder_plan(self, secret: bytes, early_stop: EarlyStopPlan | None = None
+                     ) -> FeederPlan:
         c, v = self.settings.challenge, self.settings.verification
         return FeederPlan(
             seq_len=c.seq_len, vocab_size=self.vocab_size, separator_id=self.separator_id,
             param_cap=c.param_cap, token_budget=self.budget_rows * c.seq_len,
             budget_rows=self.budget_rows, deadline_s=c.deadline_s,
             world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
-            sample_rows=v.sample_rows, lanes=c.stream_lanes,
+            sample_rows=v.sample_rows, lanes=c.stream_lanes, early_stop=early_stop,
         )
 
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
@@ -266,18 +323,27 @@ class Runner:
 
     # ---- one run --------------------------------------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
-            *, cancel: threading.Event | None = None) -> RunRecord:
-        """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile."""
+            *, cancel: threading.Event | None = None,
+            early_stop: EarlyStopPlan | None = None) -> RunRecord:
+        """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile.
+
+        With `early_stop` (fixed by the validator before the run), the feeder stops serving
+        at a checkpoint where the run can no longer take the lead; the record says so."""
         cancel = cancel or threading.Event()
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         name = f"prism-{digest[:12]}"
         secret = secrets.token_bytes(32)
         self.on_event("training in the sandbox")
-        feeder, train_result = self._train(paths, name, self._feeder_plan(secret), cancel)
+        feeder, train_result = self._train(paths, name, self._feeder_plan(secret, early_stop),
+                                           cancel)
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
-        exit_reason, exit_detail = _exit_of(train_result, feeder)
+        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
+        stopped = _stopped_early(feeder, early_stop, self.budget_rows)
+        if stopped is not None and exit_reason == "ok":
+            exit_detail = (f"stopped early at {stopped.checkpoint:.0%} of the budget: "
+                           f"{feeder.state.stopped.reason}")
         axes = _axes(finish.axes if finish else None)
         self.on_event("evaluating the final weights and the random-init twin (held out)")
         eval_result, eval_s = self._evaluate(paths, name, axes, secret, cancel)
@@ -301,6 +367,7 @@ class Runner:
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
             lanes=c.stream_lanes, sample_rows=self.settings.verification.sample_rows,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
+            placement=self.placement(), stopped_early=stopped,
         )
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
@@ -422,7 +489,7 @@ class Runner:
             missing += [f"the eval sandbox did not re-predict step {k[0]} rank {k[1]}: "
                         f"{result.cause} {'; '.join(server.problems)[:300]}"
                         for k in names if k not in answered]
-        exit_reason, exit_detail = _exit_of(train_result, feeder)
+        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
         reached = max((s.step for s in served if s.nats is not None), default=-1)
         if reached < checks.last_step and feeder.state.diverged is None:
             missing.append(f"the replay stopped at step {reached}, before step "
@@ -447,6 +514,17 @@ def _axes(raw: dict | None) -> MeasuredAxes | None:
         return None
 
 
+def _stopped_early(feeder: Feeder, plan: EarlyStopPlan | None, budget_rows: int
+                   ) -> EarlyStop | None:
+    decision = feeder.state.stopped
+    if decision is None or plan is None:
+        return None
+    return EarlyStop(checkpoint=plan.checkpoints[decision.checkpoint] / budget_rows,
+                     position=decision.position, bound_bpb=decision.bound_bpb,
+                     target_bpb=plan.target_bpb, leader_submission=plan.leader_id,
+                     max_gain=plan.max_gain)
+
+
 def _telemetry(raw) -> list[TelemetryPoint]:
     """The harness's bounded telemetry, validated; anything malformed is dropped."""
     points = []
@@ -460,8 +538,13 @@ def _telemetry(raw) -> list[TelemetryPoint]:
     return points
 
 
-def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
-    """Why the training run ended, from the sandbox's cause and the harness's own report."""
+def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) -> tuple[str, str]:
+    """Why the training run ended, from the sandbox's cause and the harness's own report.
+
+    On GPUs, a crash whose error shows a host fault (driver, ECC, NCCL system error, lost
+    device) is infrastructure: requeued elsewhere, never charged to the miner. On a CPU slot
+    no such error can be the host's, so none is believed.
+    """
     if feeder.state.infra_error is not None:
         return "infra", feeder.state.infra_error
     if result.cause in CAUSE_TO_EXIT:
@@ -473,6 +556,9 @@ def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
         return "contract", details
     if "crash" in statuses or result.cause == "crash" or not finishes:
         tail = result.output[-1500:] if not details else details
+        fault = host_fault(f"{details}\n{result.output}") if on_gpus else None
+        if fault is not None:
+            return "infra", f"host fault ({fault.kind}): {fault.evidence}"
         return "crash", tail
     if feeder.state.next_position >= feeder.plan.budget_rows:
         return "ok", ""

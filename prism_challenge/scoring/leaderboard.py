@@ -9,7 +9,9 @@ of the leader AND its bpb is at least `dethrone_margin` (relative) below the lea
 same scores therefore always give the same leader.
 
 Only a verified run (its contender replay passed) can lead; `contenders` names the eligible
-runs not yet verified that would take the lead if they were, best first.
+runs not yet verified that would take the lead if they were, best first. A run stopped early
+is censored: its bpb is only a lower bound, so it is never ranked, never leads and is never a
+contender; the board lists it apart.
 """
 
 from __future__ import annotations
@@ -45,10 +47,16 @@ class Entry(_Frozen):
     scored_at: float = 0.0
     # contender replay: "none" (not asked), "queued", "running", "passed", "failed"
     verification: str = "none"
+    censored: bool = False  # stopped early: `bpb` is the bound it was stopped on
 
     @property
     def verified(self) -> bool:
         return self.verification == "passed"
+
+    @property
+    def ranked(self) -> bool:
+        """Eligible with a full score: may rank, lead and be verified."""
+        return self.eligible and not self.censored
 
 
 class Standing(_Frozen):
@@ -74,6 +82,7 @@ class Leaderboard(_Frozen):
     leader: Entry | None
     standings: list[Standing]  # each hotkey's best eligible submission, best first
     ineligible: list[Entry]  # each hotkey's latest ineligible submission, with its reason
+    censored: list[Entry] = []  # each hotkey's latest run stopped early (eligible otherwise)
     history: list[LeaderChange]
 
 
@@ -109,7 +118,7 @@ def replay_leader(
     change of lead."""
     leader: Entry | None = None
     history: list[LeaderChange] = []
-    for entry in sorted((e for e in entries if e.eligible and e.verified), key=order_key):
+    for entry in sorted((e for e in entries if e.ranked and e.verified), key=order_key):
         if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin):
             history.append(
                 LeaderChange(
@@ -134,7 +143,7 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
     entries = list(entries)
     if corpus is None:
         corpus = latest_corpus(entries)
-    pool = [e for e in entries if e.corpus == corpus and e.eligible]
+    pool = [e for e in entries if e.corpus == corpus and e.ranked]
     leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin)
     found = [e for e in pool if e.verification == "none" and (
         leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin))]
@@ -142,10 +151,10 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
 
 
 def best_per_hotkey(entries: Iterable[Entry], epsilon: float) -> list[Entry]:
-    """Each hotkey's best eligible entry, best first."""
+    """Each hotkey's best eligible entry with a full score, best first."""
     best: dict[str, Entry] = {}
     for e in entries:
-        if e.eligible and (
+        if e.ranked and (
             e.hotkey not in best or rank_key(e, epsilon) < rank_key(best[e.hotkey], epsilon)
         ):
             best[e.hotkey] = e
@@ -188,9 +197,12 @@ def build_leaderboard(
         for i, e in enumerate(best_per_hotkey(pool, epsilon))
     ]
     latest_bad: dict[str, Entry] = {}
+    latest_censored: dict[str, Entry] = {}
     for e in sorted(pool, key=order_key):
         if not e.eligible:
             latest_bad[e.hotkey] = e
+        elif e.censored:
+            latest_censored[e.hotkey] = e
     return Leaderboard(
         corpus=corpus,
         epsilon_bpb=epsilon,
@@ -198,5 +210,6 @@ def build_leaderboard(
         leader=leader,
         standings=standings,
         ineligible=sorted(latest_bad.values(), key=lambda e: -e.accepted_at),
+        censored=sorted(latest_censored.values(), key=lambda e: -e.accepted_at),
         history=history,
     )

@@ -41,6 +41,7 @@ def load_entries(session: Session) -> list[Entry]:
             unreviewed=sub.reviewed == "unreviewed",
             scored_at=score.created_at,
             verification="none" if check is None else check.status,
+            censored=bool((score.detail or {}).get("censored")),
         ))
     return entries
 

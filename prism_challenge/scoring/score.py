@@ -19,6 +19,8 @@ class ScoreResult(BaseModel):
     `bpb` is what ranks: the prequential bpb over the budget after the gap penalty, or the
     know-nothing `uniform_bpb` when the measured value is not finite. Optional measures
     are None when the record cannot provide them (never NaN, so the result is valid JSON).
+    A run stopped early is `censored`: its `bpb` is the bound it was stopped on (its full
+    score is only known to lie above it), and it is never ranked.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +37,7 @@ class ScoreResult(BaseModel):
     notes: list[str]
     unconsumed_tokens: int
     exit_reason: str
+    censored: bool = False
 
 
 def _finite(x: float | None) -> float | None:
@@ -79,6 +82,14 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
             "the model did much worse while scored than it does afterwards"
         )
     bpb = uniform if measured is None else penalised_bpb(measured, uniform, fraction)
+    stop = record.stopped_early
+    if stop is not None:
+        bpb = stop.bound_bpb
+        notes.insert(0, (
+            f"censored: stopped at {stop.checkpoint:.0%} of the budget; its bpb would be at "
+            f"least {stop.bound_bpb:.4f} even {stop.max_gain:.0%} better than the leader "
+            f"(submission {stop.leader_submission}) on the rest, above the bar "
+            f"{stop.target_bpb:.4f}"))
     return ScoreResult(
         bpb=bpb,
         prequential_bpb=measured,
@@ -92,4 +103,5 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         notes=notes,
         unconsumed_tokens=unconsumed,
         exit_reason=record.exit_reason,
+        censored=stop is not None,
     )

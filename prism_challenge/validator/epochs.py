@@ -22,12 +22,14 @@ log = logging.getLogger("prism.validator")
 
 
 def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
-              registry: Registry | None, setter: WeightSetter | None = None) -> WeightPlan:
+              registry: Registry | None, setter: WeightSetter | None = None, *,
+              slots: int | None = None) -> WeightPlan:
+    """`slots`: the node's evaluation slots (as many contender replays may be queued)."""
     credit = None
     if settings.weights.research_share > 0 and registry is not None:
         credit = registry.research_credits()
     with store.session() as s:
-        queued = verification_jobs.queue_contenders(s, settings)
+        queued = verification_jobs.queue_contenders(s, settings, slots=slots)
         plan = load_plan(s, metagraph, settings, research_credit=credit)
     if queued:
         log.info("epoch: contender replays queued for submissions %s", queued)

@@ -1,13 +1,13 @@
 """The validator node: intake API, gates, evaluation slots and weight epochs in one process.
 
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
-loop, `validator.slots` evaluation workers (each drives a sandbox, so the GIL is not the
-bottleneck), the epoch loop and, online, the chain loop (metagraph refresh on a block
-schedule, intake address published when it changed) and the research loop (the registry's
-LLM proposals). The node's identity is its wallet's
-hotkey: submissions are signed for it, and it sets the weights. SIGTERM/SIGINT stop it
-gracefully: in-flight sandboxes are cancelled and their submissions go back to the queue; a
-SIGKILL is handled at the next start by `recovery`.
+loop, one evaluation worker per slot (each drives a sandbox on its own GPUs and CPU cores, so
+the GIL is not the bottleneck), the epoch loop, the research loop (the registry's LLM
+proposals) and, online, the chain loop (metagraph refresh on a block schedule, intake address
+published when it changed). The node's identity is its wallet's hotkey: submissions are
+signed for it, and it sets the weights. SIGTERM/SIGINT stop it gracefully: in-flight
+sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is handled at
+the next start by `recovery`.
 """
 
 from __future__ import annotations
@@ -27,15 +27,20 @@ from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.config.settings import Settings
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.metrics.slots import SlotCollector
 from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
+from prism_challenge.sandbox.devices import discover_gpus, host_cpus
+from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
+from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.rotation import Rotation
 from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
 from prism_challenge.weights.chain import WeightSetter
@@ -70,13 +75,17 @@ class ValidatorNode:
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
+        slots = plan_slots(settings, discover_gpus(settings.sandbox.gpus), host_cpus())
+        health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health")
+        self.rotation = Rotation(settings, slots, health)
         self.workers = [
             EvaluationWorker(settings, self.store, self.runner, self.registry,
-                             cancel=self.stop_event)
-            for _ in range(settings.validator.slots)
+                             cancel=self.stop_event, slot=slot, rotation=self.rotation)
+            for slot in slots
         ]
         deps = ApiDeps(settings, self.store, self.metagraph, hotkey=self.hotkey,
-                       subnet=self.chain.subnet, chain_status=self.chain.status)
+                       subnet=self.chain.subnet, chain_status=self.chain.status,
+                       slots=SlotCollector(self.rotation))
         self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
@@ -93,6 +102,8 @@ class ValidatorNode:
         if self.settings.validator.update_check:
             update = check_for_update()
             (log.warning if update.behind else log.info)(update.advice)
+        for worker in self.workers:
+            log.info("evaluation %s", worker.slot.describe())
         self.url = self.server.start()
         log.info("intake API listening on %s as validator %s", self.url, self.hotkey)
         self._publish_address()
@@ -160,7 +171,8 @@ class ValidatorNode:
 
     def _epoch_loop(self) -> None:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
-            run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter)
+            run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter,
+                      slots=len(self.workers))
 
     def _chain_loop(self) -> None:
         while not self.stop_event.wait(self.settings.chain.poll_s):

@@ -22,9 +22,10 @@ from prism_challenge.storage.tables import Verification
 ACTIVE = ("queued", "running")
 
 
-def queue_contenders(session: Session, settings: Settings, *, now: float | None = None
-                     ) -> list[int]:
-    """Queue replays for the best contenders, as many as there are evaluation slots free."""
+def queue_contenders(session: Session, settings: Settings, *, now: float | None = None,
+                     slots: int | None = None) -> list[int]:
+    """Queue replays for the best contenders, as many as there are evaluation slots free
+    (`slots`: the node's planned slot count; else `validator.slots`, else 1)."""
     if not settings.verification.enabled:
         return []
     # Workers and the epoch loop queue at once; on PostgreSQL two of them would otherwise
@@ -32,7 +33,7 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     serialize_on(session, "verification-queue")
     active = session.scalar(select(func.count()).select_from(Verification)
                             .where(Verification.status.in_(ACTIVE))) or 0
-    room = max(0, settings.validator.slots - active)
+    room = max(0, (slots or settings.validator.slots or 1) - active)
     if room == 0:
         return []
     sc = settings.scoring

@@ -4,7 +4,9 @@ contender replays: scored run -> replay -> verdict.
 Claiming is a compare-and-set (queued -> running), and the score row is written in the same
 transaction as running -> scored, so two workers (or a restarted validator) can never score
 a submission twice. A run that fails on the validator's side goes back to the queue until its
-attempts are spent. Replays come first: they decide who is paid.
+attempts are spent. Replays come first: they decide who is paid. A node gives each worker its
+own slot (GPUs and cores), held for a whole run or replay; the shared `Rotation` probes the
+slot before it takes one and sends a run that met a host fault to another slot.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import logging
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
@@ -23,38 +26,57 @@ from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
+from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
+from prism_challenge.scoring.early_stop import leader_to_beat
 from prism_challenge.scoring.verification import verdict
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
-from prism_challenge.storage.tables import Submission
+from prism_challenge.storage.tables import Submission, Verification
 from prism_challenge.validator import verification_jobs
+from prism_challenge.validator.rotation import Rotation
 
 log = logging.getLogger("prism.validator")
 
 
 class EvaluationWorker:
     def __init__(self, settings: Settings, store: Store, runner: Runner,
-                 registry: Registry | None, *, cancel: threading.Event | None = None) -> None:
+                 registry: Registry | None, *, cancel: threading.Event | None = None,
+                 slot: Slot | None = None, rotation: Rotation | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.runner = runner
+        self.runner = runner if slot is None else runner.on_slot(slot)
         self.registry = registry
         self.cancel = cancel or threading.Event()
         self.work_dir = Path(settings.validator.work_dir)
+        self.slot = slot
+        self.rotation = rotation if slot is not None else None
 
-    def claim(self) -> int | None:
+    def _lease(self):
+        """Own the slot for a whole job (nothing else runs on its devices meanwhile)."""
+        return self.slot.lease() if self.slot is not None else nullcontext()
+
+    def _slot_count(self) -> int | None:
+        return len(self.rotation.slots) if self.rotation is not None else None
+
+    def claim(self, *, admitted: bool = False) -> int | None:
         """Take the oldest queued submission (or fail it when its attempts are spent)."""
         max_attempts = self.settings.validator.max_attempts
         with self.store.session() as s:
             ids = list(s.scalars(
                 select(Submission.id).where(Submission.status == Status.QUEUED.value)
                 .order_by(Submission.accepted_at, Submission.id).limit(8)))
+        if self.rotation is not None:  # before a slot takes a run, its probe must pass
+            ids = [i for i in ids if self.rotation.may_take(self.slot, i)]
+            if not ids or not (admitted or self.rotation.admit(self.slot)):
+                return None
         for sid in ids:
             try:
                 with self.store.session() as s:
                     row = s.get(Submission, sid)
                     if row.attempts >= max_attempts:
+                        if self.rotation is not None:
+                            self.rotation.settle(sid)
                         transition(s, sid, Status.FAILED, expected=Status.QUEUED,
                                    reason=f"{row.reason or 'failed'} (after {row.attempts} "
                                           "attempts)")
@@ -66,14 +88,25 @@ class EvaluationWorker:
         return None
 
     def run_once(self) -> int | None:
-        sid = verification_jobs.claim(self.store)
-        if sid is not None:
-            self.verify(sid)
-            return sid
-        sid = self.claim()
+        admitted = False
+        if self.rotation is not None and self._replay_waiting():
+            admitted = self.rotation.admit(self.slot)
+            if not admitted:
+                return None
+        if self.rotation is None or admitted:
+            sid = verification_jobs.claim(self.store)
+            if sid is not None:
+                self.verify(sid)
+                return sid
+        sid = self.claim(admitted=admitted)
         if sid is not None:
             self.evaluate(sid)
         return sid
+
+    def _replay_waiting(self) -> bool:
+        with self.store.session() as s:
+            return bool(s.scalar(select(func.count()).select_from(Verification)
+                                 .where(Verification.status == "queued")))
 
     def verify(self, sid: int) -> None:
         """Replay a contender and record the verdict (then look for the next contender)."""
@@ -87,7 +120,8 @@ class EvaluationWorker:
         run_dir = self.work_dir / f"{sid}-replay"
         log.info("submission %s: contender replay", sid)
         try:
-            replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
+            with self._lease():
+                replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
             result = verdict(replay, self.settings.verification)
         except Cancelled:
             with self.store.session() as s:
@@ -106,7 +140,8 @@ class EvaluationWorker:
             verification_jobs.finish(s, sid, passed=result.passed,
                                      reason="; ".join(result.reasons)[:2000] or None,
                                      replay=replay.model_dump(mode="json"))
-            queued = verification_jobs.queue_contenders(s, self.settings)
+            queued = verification_jobs.queue_contenders(s, self.settings,
+                                                        slots=self._slot_count())
         log.info("submission %s: replay %s %s; next contenders %s", sid,
                  "passed" if result.passed else "failed", "; ".join(result.reasons)[:300],
                  queued)
@@ -115,24 +150,64 @@ class EvaluationWorker:
         with self.store.session() as s:
             row = s.get(Submission, sid)
             bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.train.manifest.corpus,
+                                    sid)
+        early_stop = None if leader is None else self.runner.early_stop_plan(
+            leader[0].bpb, leader[0].submission_id, leader[1])
         run_dir = self.work_dir / f"{sid}-{attempt}"
-        log.info("submission %s: attempt %s", sid, attempt)
+        where = f" on {self.slot.describe()}" if self.slot is not None else ""
+        log.info("submission %s: attempt %s%s", sid, attempt, where)
+        started = time.monotonic()
         try:
-            record = self.runner.run(bundle.files, bundle.digest, run_dir, cancel=self.cancel)
+            with self._lease():
+                record = self.runner.run(bundle.files, bundle.digest, run_dir,
+                                         cancel=self.cancel, early_stop=early_stop)
+                record = self._blame_host(record, started)
         except Cancelled:
             self._requeue(sid, "interrupted by a validator shutdown")
             return
         except Exception as exc:  # the validator's side failed: retry later
             log.exception("submission %s: run failed on the validator's side", sid)
-            self._requeue(sid, f"infra: {type(exc).__name__}: {exc}"[:500])
+            with self.store.session() as s:
+                self._infra(s, sid, f"{type(exc).__name__}: {exc}")
             return
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         self._score(sid, attempt, bundle, record)
 
+    def _blame_host(self, record: RunRecord, started: float) -> RunRecord:
+        """A crash or a hang on a slot whose GPUs logged a hardware Xid meanwhile, or whose
+        probe now fails, was the host's: it becomes infra."""
+        if self.rotation is None or record.exit_reason not in ("crash", "deadline"):
+            return record
+        evidence = self.rotation.host_evidence(self.slot, started - 1.0)
+        if evidence is None:
+            return record
+        detail = f"host fault: {evidence}; the run ended with {record.exit_reason}: " \
+                 f"{record.exit_detail}"
+        return record.model_copy(update={"exit_reason": "infra", "exit_detail": detail[:4000]})
+
     def _requeue(self, sid: int, reason: str) -> None:
         with self.store.session() as s:
             transition(s, sid, Status.QUEUED, expected=Status.RUNNING, reason=reason)
+
+    def _infra(self, s, sid: int, detail: str) -> None:
+        """The run failed on the host's side: retry it on another slot, never charge it."""
+        if self.rotation is None:
+            transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
+                       reason=f"infra: {detail}"[:500])
+            return
+        retry, faulted = self.rotation.host_fault(sid, self.slot)
+        if retry:
+            log.warning("submission %s: host fault on %s, requeued for another slot: %s",
+                        sid, self.slot.describe(), detail[:300])
+            transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
+                       reason=f"infra: {detail} (slot {self.slot.index})"[:500])
+            return
+        log.error("submission %s: host faults on slots %s; failed as an infrastructure "
+                  "failure, not charged to the miner", sid, faulted)
+        transition(s, sid, Status.FAILED, expected=Status.RUNNING,
+                   reason=f"infra failure: host faults on slots {faulted}: {detail}"[:500])
 
     def _score(self, sid: int, attempt: int, bundle: Bundle, record: RunRecord) -> None:
         now = time.time()
@@ -140,9 +215,10 @@ class EvaluationWorker:
             s.add(RunRecordRow(submission_id=sid, attempt=attempt,
                                record=record.model_dump(mode="json"), created_at=now))
             if record.exit_reason == "infra":
-                transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
-                           reason=f"infra: {record.exit_detail}"[:500])
+                self._infra(s, sid, record.exit_detail)
                 return
+            if self.rotation is not None:
+                self.rotation.settle(sid)
             try:
                 result = score_record(record, self.settings.scoring)
             except ScoringError as exc:
@@ -154,19 +230,21 @@ class EvaluationWorker:
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
             row = s.get(Submission, sid)
             hotkey, accepted_at = row.hotkey, row.accepted_at
-            verification_jobs.queue_contenders(s, self.settings, now=now)
+            verification_jobs.queue_contenders(s, self.settings, now=now,
+                                               slots=self._slot_count())
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
-        self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at)
+        self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at,
+                     censored=result.censored)
 
     def observe(self, sid: int, hotkey: str, bundle: Bundle, record: RunRecord, bpb: float,
-                eligible: bool, accepted_at: float) -> None:
+                eligible: bool, accepted_at: float, *, censored: bool = False) -> None:
         if self.registry is None:
             return
         try:
             self.registry.observe(Observation(
                 submission_id=sid, hotkey=hotkey, digest=bundle.digest, measured=record.axes,
                 declared=dict(bundle.meta.axes or {}), bpb=bpb, eligible=eligible,
-                accepted_at=accepted_at))
+                censored=censored, accepted_at=accepted_at))
         except Exception:  # the registry must never block scoring; caught up at start-up
             log.exception("submission %s: registry observation failed", sid)
 
@@ -186,8 +264,9 @@ class EvaluationWorker:
                                 .order_by(RunRecordRow.attempt.desc())).first()
                 if rec is not None:
                     items.append((sub.id, sub.hotkey, sub.bundle, rec.record, score.bpb,
-                                  score.eligible, sub.accepted_at))
-        for sid, hotkey, wire, raw, bpb, eligible, accepted_at in items:
+                                  score.eligible, sub.accepted_at,
+                                  bool((score.detail or {}).get("censored"))))
+        for sid, hotkey, wire, raw, bpb, eligible, accepted_at, censored in items:
             self.observe(sid, hotkey, Bundle.from_wire(wire), RunRecord.model_validate(raw), bpb,
-                         eligible, accepted_at)
+                         eligible, accepted_at, censored=censored)
         return len(items)

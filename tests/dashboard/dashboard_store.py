@@ -97,16 +97,18 @@ def add_run(store: Store, sid: int, attempt: int, record: RunRecord | dict, *,
 
 
 def score(store: Store, sid: int, bpb: float, *, corpus: str = "demo", reasons=(),
-          heldout: float = 0.75, now: float = 1_700_001_000.0) -> None:
-    """Record the score and move RUNNING -> SCORED in one transaction, as the worker does."""
+          heldout: float = 0.75, now: float = 1_700_001_000.0, censored: bool = False) -> None:
+    """Record the score and move RUNNING -> SCORED in one transaction, as the worker does
+    (`censored`: the run was stopped early, `bpb` is its bound, it is never replayed)."""
     result = ScoreResult(
         bpb=bpb, prequential_bpb=bpb, uniform_bpb=8.0, tail_bpb=bpb, heldout_delta=heldout,
         gap=0.01, penalty=0.0, eligible=not reasons, reasons=list(reasons), notes=[],
-        unconsumed_tokens=0, exit_reason="ok",
+        unconsumed_tokens=0, exit_reason="ok", censored=censored,
     )
     with store.session() as s:
         record_score(s, sid, result, corpus, now=now)
-        mark_verified(s, sid, at=now)
+        if not censored:
+            mark_verified(s, sid, at=now)
         transition(s, sid, "scored", expected="running", now=now)
 
 

@@ -14,6 +14,7 @@ from dashboard_store import (
     add_submission,
     make_record,
     populate,
+    score,
 )
 from sqlalchemy import event
 
@@ -329,3 +330,24 @@ def test_submission_page_plots_the_miners_telemetry(store, serve):
     quiet = add_submission(store, 2, HOTKEYS[1], path=("queued", "running"))
     add_run(store, quiet, 1, make_record(f"{2:064x}"), created_at=2.0)
     assert "the training script logged nothing" in get(f"{url}/dashboard/submissions/{quiet}").text
+
+
+def test_a_run_stopped_early_shows_as_censored(store, serve):
+    """Its bpb is a lower bound: listed apart with a censored badge, never ranked."""
+    populate(store)
+    sid = add_submission(store, 8, HOTKEYS[1], name="hopeless", path=("queued", "running"))
+    score(store, sid, 1.2, censored=True, now=1_700_001_004.0)  # below the leader's 1.5
+    url = serve()
+    html = get(f"{url}/?corpus=demo").text
+    assert [r[1] for r in table(html, "leaderboard")[1:]] == [EVIL_NAME, "second-best"]
+    assert table(html, "leaderboard", 2) == [
+        ["submission", "hotkey", "bpb at least", "why"],
+        ["hopeless censored", short(HOTKEYS[1]), "≥ 1.2000",
+         "stopped at a checkpoint: it could no longer beat the leader by the dethrone margin"],
+    ]
+    board = get(f"{url}/v1/leaderboard?corpus=demo").json()
+    assert [e["submission_id"] for e in board["censored"]] == [sid]
+    assert board["censored"][0]["censored"] is True
+    page = get(f"{url}/dashboard/submissions/{sid}").text
+    assert dict((r[0], r[1]) for r in table(page, "score"))["censored"] == \
+        "censored: stopped early, the bpb is a lower bound"

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from prism_challenge.config.settings import RegistrySettings, Settings
-from prism_challenge.registry import LedgerError, Registry, replay
+from prism_challenge.registry import LedgerError, Observation, Registry, replay
 from prism_challenge.registry.directives import CHARTER, END, START, mutable_block
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import RegistryEvent
@@ -160,3 +160,18 @@ def test_refused_axis_proposal_stores_nothing(store):
         with pytest.raises(LedgerError):
             reg.propose_axis(payload)
     assert reg.state().model_dump_json() == before
+
+
+def test_censored_runs_count_towards_the_stall_but_are_never_evidence(store):
+    """A run stopped early has a lower bound, not a bpb: no contrast may use it, but it
+    certifies that no new best was found."""
+    reg = Registry(store, RegistrySettings(stall_window=3), seeds=[OPT])
+    reg.observe(obs(0, 2.0, opt="adamw"))
+    for i in range(1, 7):
+        reg.observe(Observation.model_validate({**obs(i, 1.0, opt="muon").model_dump(),
+                                                "censored": True}))
+    state = reg.state()
+    assert (state.n_obs, state.n_eligible, state.n_censored) == (7, 1, 6)
+    assert state.best_bpb == 2.0 and state.since_best == 6 and state.stall_cycle == 2
+    assert state.hypotheses["H001"].n == 0
+    assert [e[0] for q in state.queues.values() for e in q] == ["hk0"]  # waits alone

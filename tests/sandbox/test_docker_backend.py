@@ -7,11 +7,18 @@ from pathlib import Path
 import pytest
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import Limits, Mount, SandboxSpec, make_backend, minimal_env
+from prism_challenge.sandbox.backends import (
+    GpuDevice,
+    Limits,
+    Mount,
+    SandboxSpec,
+    make_backend,
+    minimal_env,
+)
 from prism_challenge.sandbox.backends.docker import container_kwargs
 
 
-def _spec(tmp_path: Path, gpus=()) -> SandboxSpec:
+def _spec(tmp_path: Path, gpus=(), cpus=()) -> SandboxSpec:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     return SandboxSpec(
@@ -20,7 +27,7 @@ def _spec(tmp_path: Path, gpus=()) -> SandboxSpec:
         env=minimal_env({"PRISM_SEED": "1"}),
         limits=Limits(wall_s=30, memory_bytes=2**30, pids_max=99, disk_bytes=2**26,
                       output_bytes=4096),
-        scratch=scratch, gpus=tuple(gpus), name="prism-test",
+        scratch=scratch, gpus=tuple(gpus), cpus=tuple(cpus), name="prism-test",
     )
 
 
@@ -39,16 +46,18 @@ def test_container_is_locked_down(tmp_path):
     assert kw["volumes"][str(tmp_path / "scratch")] == {"bind": "/scratch", "mode": "rw"}
     assert set(kw["environment"]) == set(minimal_env({"PRISM_SEED": "1"}))
     assert not any("KEY" in k or "SECRET" in k for k in kw["environment"])
-    assert "device_requests" not in kw
+    assert "device_requests" not in kw and "cpuset_cpus" not in kw
     ulimits = {u["Name"]: u["Hard"] for u in kw["ulimits"]}
     assert ulimits == {"core": 0, "fsize": 2**26, "nofile": 4096}
 
 
-def test_gpus_are_requested_by_device_id(tmp_path):
-    kw = container_kwargs(_spec(tmp_path, gpus=("0", "3")), "img")
+def test_gpus_are_requested_by_device_id_and_cores_as_a_cpuset(tmp_path):
+    gpus = (GpuDevice("0", 0), GpuDevice("GPU-5e0c2d1a-3", 3))
+    kw = container_kwargs(_spec(tmp_path, gpus=gpus, cpus=(4, 5, 6)), "img")
     (request,) = kw["device_requests"]
-    assert request["DeviceIDs"] == ["0", "3"]
+    assert request["DeviceIDs"] == ["0", "GPU-5e0c2d1a-3"]
     assert request["Capabilities"] == [["gpu"]]
+    assert kw["cpuset_cpus"] == "4,5,6"
 
 
 def test_none_backend_is_refused_in_production():

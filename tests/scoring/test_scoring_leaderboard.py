@@ -142,3 +142,17 @@ def test_contenders_are_unverified_entries_that_would_take_the_lead():
     assert [e.submission_id for e in contenders(
         [entry(7, "g", 3.0, verification="none"), entry(8, "h", 2.0, verification="none")],
         epsilon=0.01, margin=0.01)] == [8, 7]  # no verified leader: every eligible entry
+
+
+def test_a_censored_run_never_ranks_leads_or_contends_and_is_listed_apart():
+    """Stopped early, its bpb is only a lower bound: even a verified, low one is not a score."""
+    leader = entry(1, "a", 2.0)
+    stopped = entry(2, "b", 1.0, verification="none").model_copy(update={"censored": True})
+    verified = stopped.model_copy(update={"submission_id": 3, "verification": "passed"})
+    b = board([leader, stopped, verified], margin=0.01)
+    assert b.leader.submission_id == 1 and ranked(b) == [(1, 1)]
+    assert [e.submission_id for e in b.censored] == [3]  # the hotkey's latest
+    assert contenders([leader, stopped], epsilon=0.01, margin=0.01) == []
+    bad = stopped.model_copy(update={"submission_id": 4, "eligible": False})
+    assert [e.submission_id for e in board([leader, bad]).ineligible] == [4]
+    assert board([leader, bad]).censored == []

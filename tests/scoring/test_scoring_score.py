@@ -5,6 +5,7 @@ import pytest
 from scoring_records import make_record, with_eval
 
 from prism_challenge.config.settings import ScoringSettings
+from prism_challenge.sandbox.record import EarlyStop, RunRecord
 from prism_challenge.scoring import ScoringError, score_record
 from prism_challenge.scoring.penalty import penalised_bpb, penalty_fraction
 
@@ -85,3 +86,21 @@ def test_crash_is_charged_not_zeroed(settings):
 def test_infra_failure_is_not_scorable(settings):
     with pytest.raises(ScoringError, match="infra"):
         score_record(make_record(exit_reason="infra"), settings)
+
+
+def test_a_run_stopped_early_is_censored_at_its_bound(settings):
+    stop = EarlyStop(checkpoint=0.8, position=8, bound_bpb=3.9, target_bpb=3.2,
+                     leader_submission=4, max_gain=0.5)
+    result = score_record(make_record(exit_reason="ok", stopped_early=stop), settings)
+    assert result.censored and result.bpb == 3.9
+    assert result.prequential_bpb == pytest.approx(PREQ, abs=1e-9)  # still shown
+    assert result.notes[0].startswith("censored: stopped at 80% of the budget")
+    assert "at least 3.9000" in result.notes[0] and "bar 3.2000" in result.notes[0]
+    assert not score_record(make_record(), settings).censored
+
+
+def test_records_without_early_stop_still_load():
+    raw = make_record().model_dump(mode="json")
+    raw.pop("stopped_early")
+    for version in (1, 2):
+        assert RunRecord.model_validate({**raw, "version": version}).stopped_early is None

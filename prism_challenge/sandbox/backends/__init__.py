@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prism_challenge.sandbox.backends.spec import (
+    GpuDevice,
     IsolationBackend,
     Limits,
     Mount,
@@ -12,11 +15,14 @@ from prism_challenge.sandbox.backends.spec import (
 )
 
 
-def make_backend(name: str, *, docker_image: str = "prism-challenge:latest") -> IsolationBackend:
+def make_backend(name: str, *, docker_image: str = "prism-challenge:latest",
+                 dev_dir: Path = Path("/dev")) -> IsolationBackend:
+    """`dev_dir` is where bubblewrap finds the GPU device nodes it binds (tests point it at
+    stand-in files)."""
     if name == "bubblewrap":
         from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
 
-        return BubblewrapBackend()
+        return BubblewrapBackend(dev_dir=dev_dir)
     if name == "docker":
         from prism_challenge.sandbox.backends.docker import DockerBackend
 
@@ -29,6 +35,6 @@ def make_backend(name: str, *, docker_image: str = "prism-challenge:latest") -> 
 
 
 __all__ = [
-    "IsolationBackend", "Limits", "Mount", "SandboxResult", "SandboxSpec", "make_backend",
-    "minimal_env",
+    "GpuDevice", "IsolationBackend", "Limits", "Mount", "SandboxResult", "SandboxSpec",
+    "make_backend", "minimal_env",
 ]

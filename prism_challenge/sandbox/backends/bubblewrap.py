@@ -20,6 +20,13 @@ NOBODY = "65534"
 # `localhost`); there is no DNS to ask anyway.
 HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"
 NSSWITCH = "hosts: files\n"
+# Driver nodes every CUDA process needs besides its own GPUs' /dev/nvidia<minor>; bound when
+# the host has them.
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+class DeviceNodeMissing(RuntimeError):
+    """A GPU of the sandbox has no device node on this host (the driver lost it)."""
 
 
 def runtime_mounts() -> tuple[Mount, ...]:
@@ -41,11 +48,27 @@ def runtime_mounts() -> tuple[Mount, ...]:
 class BubblewrapBackend:
     name = "bubblewrap"
 
-    def __init__(self, bwrap: str | None = None) -> None:
+    def __init__(self, bwrap: str | None = None, *, dev_dir: Path = Path("/dev")) -> None:
         found = bwrap or shutil.which("bwrap")
         if not found:
             raise RuntimeError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         self.bwrap = found
+        self.dev_dir = Path(dev_dir)
+
+    def device_binds(self, spec: SandboxSpec) -> list[str]:
+        """Only this sandbox's GPU nodes (and the driver's control nodes) appear in its /dev."""
+        if not spec.gpus:
+            return []
+        argv: list[str] = []
+        for gpu in spec.gpus:
+            node = self.dev_dir / f"nvidia{gpu.minor}"
+            if not node.exists():
+                raise DeviceNodeMissing(f"GPU {gpu.id}: device node {node} is missing")
+            argv += ["--dev-bind", str(node), f"/dev/nvidia{gpu.minor}"]
+        for name in CONTROL_NODES:
+            if (self.dev_dir / name).exists():
+                argv += ["--dev-bind", str(self.dev_dir / name), f"/dev/{name}"]
+        return argv
 
     def command(self, spec: SandboxSpec, etc: Path) -> list[str]:
         argv = [
@@ -65,12 +88,13 @@ class BubblewrapBackend:
         for mount in runtime_mounts() + spec.mounts:
             flag = "--bind" if mount.writable else "--ro-bind"
             argv += [flag, str(mount.host), mount.target]
-        for gpu in spec.gpus:
-            for dev in (f"/dev/nvidia{gpu}", "/dev/nvidiactl", "/dev/nvidia-uvm"):
-                if Path(dev).exists():
-                    argv += ["--dev-bind", dev, dev]
+        argv += self.device_binds(spec)
         argv += ["--remount-ro", "/"]  # the sandbox's own root: only /tmp and binds write
-        for key, value in sorted(spec.env.items()):
+        env = dict(spec.env)
+        if spec.gpus:  # indices follow nvidia-smi's (PCI bus) order, as the slots were planned
+            env.update(CUDA_VISIBLE_DEVICES=",".join(g.id for g in spec.gpus),
+                       CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        for key, value in sorted(env.items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", spec.cwd, "--", *spec.argv]
         return argv
@@ -82,4 +106,4 @@ class BubblewrapBackend:
             (etc / "hosts").write_text(HOSTS)
             (etc / "nsswitch.conf").write_text(NSSWITCH)
             return supervise(self.command(spec, etc), spec.limits, spec.scratch, name=spec.name,
-                             stop_at=stop_at)
+                             stop_at=stop_at, cpus=spec.cpus)

@@ -2,7 +2,9 @@
 
 A fork bomb or a memory bomb must hit a wall the kernel holds, not a poll loop we hope is
 fast enough. When no writable cgroup hierarchy exists (an unprivileged host), `create`
-returns None and the supervisor falls back to polling the process tree.
+returns None and the supervisor falls back to polling the process tree. A slot's CPU cores
+become a cpuset where the cpuset controller is writable too (the kernel then refuses any
+affinity outside it); otherwise the supervisor only sets the launcher's affinity.
 """
 
 from __future__ import annotations
@@ -47,21 +49,54 @@ class Cgroup:
     version: int
     memory_dir: Path
     pids_dir: Path
+    cpuset_dir: Path | None = None  # set when the run's CPU cores are held by the kernel
 
     @property
     def dirs(self) -> tuple[Path, ...]:
-        return tuple(dict.fromkeys((self.memory_dir, self.pids_dir)))
+        found = (self.memory_dir, self.pids_dir, self.cpuset_dir)
+        return tuple(dict.fromkeys(d for d in found if d is not None))
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, pids_max: int) -> Cgroup | None:
+    def create(cls, name: str, memory_bytes: int, pids_max: int,
+               cpus: tuple[int, ...] = ()) -> Cgroup | None:
         try:
             if (ROOT / "cgroup.controllers").exists():
-                return cls._create_v2(name, memory_bytes, pids_max)
-            if (ROOT / "memory").is_dir() and (ROOT / "pids").is_dir():
-                return cls._create_v1(name, memory_bytes, pids_max)
+                group = cls._create_v2(name, memory_bytes, pids_max)
+            elif (ROOT / "memory").is_dir() and (ROOT / "pids").is_dir():
+                group = cls._create_v1(name, memory_bytes, pids_max)
+            else:
+                return None
         except OSError:
             return None
-        return None
+        if cpus:
+            group.cpuset_dir = group._cpuset(name, cpus)
+        return group
+
+    def _cpuset(self, name: str, cpus: tuple[int, ...]) -> Path | None:
+        """Hold the run to `cpus`; None when the cpuset controller cannot be written."""
+        listed = ",".join(str(c) for c in cpus)
+        try:
+            if self.version == 2:
+                _write(self.memory_dir.parent / "cgroup.subtree_control", "+cpuset")
+                _write(self.memory_dir / "cpuset.cpus", listed)
+                return self.memory_dir
+            root = ROOT / "cpuset"
+            parent = root / "prism"
+            parent.mkdir(exist_ok=True)
+            for key in ("cpuset.cpus", "cpuset.mems"):  # v1 children start empty
+                if not (parent / key).read_text().strip():
+                    _write(parent / key, (root / key).read_text().strip())
+            d = parent / name
+            d.mkdir(exist_ok=False)
+        except OSError:
+            return None
+        try:
+            _write(d / "cpuset.cpus", listed)
+            _write(d / "cpuset.mems", (parent / "cpuset.mems").read_text().strip())
+        except OSError:
+            d.rmdir()
+            return None
+        return d
 
     @classmethod
     def _create_v1(cls, name: str, memory_bytes: int, pids_max: int) -> Cgroup:
@@ -108,7 +143,8 @@ class Cgroup:
         """
         removed = 0
         cutoff = time.time() - min_age_s
-        for parent in (ROOT / "memory" / "prism", ROOT / "pids" / "prism", ROOT / "prism"):
+        for parent in (ROOT / "memory" / "prism", ROOT / "pids" / "prism",
+                       ROOT / "cpuset" / "prism", ROOT / "prism"):
             if not parent.is_dir():
                 continue
             for d in parent.iterdir():
@@ -131,9 +167,13 @@ class Cgroup:
         return _read_kv(self.memory_dir / name).get("oom_kill", 0)
 
     def memory_limit_hits(self) -> int:
+        """Times the run's usage met its own limit (v1: memory or memory+swap, whichever the
+        kernel charged first)."""
         if self.version == 2:
-            return _read_kv(self.memory_dir / "memory.events").get("max", 0)
-        return _read_int(self.memory_dir / "memory.failcnt") or 0
+            events = _read_kv(self.memory_dir / "memory.events")
+            return events.get("max", 0) + events.get("oom", 0)
+        return sum(_read_int(self.memory_dir / name) or 0
+                   for name in ("memory.failcnt", "memory.memsw.failcnt"))
 
     def fork_refusals(self) -> int:
         return _read_kv(self.pids_dir / "pids.events").get("max", 0)

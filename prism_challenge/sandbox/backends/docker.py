@@ -2,8 +2,8 @@
 
 `container_kwargs` is a pure function of the spec so the exact container we ask for is
 testable without an engine: no network, read-only root, every capability dropped,
-no-new-privileges, pid and memory limits, a size-limited tmpfs, uid 65534, GPUs by device
-request, and the pinned image.
+no-new-privileges, pid and memory limits, a size-limited tmpfs, uid 65534, the slot's GPUs by
+device request and its CPU cores as a cpuset, and the pinned image.
 """
 
 from __future__ import annotations
@@ -45,10 +45,12 @@ def container_kwargs(spec: SandboxSpec, image: str) -> dict[str, Any]:
         "name": spec.name,
         "labels": {"prism.sandbox": "1"},
     }
-    if spec.gpus:
+    if spec.gpus:  # the runtime exposes exactly these GPUs (as 0..n-1 inside)
         kwargs["device_requests"] = [
-            DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])
+            DeviceRequest(device_ids=[g.id for g in spec.gpus], capabilities=[["gpu"]])
         ]
+    if spec.cpus:
+        kwargs["cpuset_cpus"] = ",".join(str(c) for c in spec.cpus)
     return kwargs
 
 

@@ -33,4 +33,4 @@ class NoIsolationBackend:
         cwd = Path(host_path(spec.cwd))
         wrapper = ["/usr/bin/env", "-C", str(cwd), "-i", *(f"{k}={v}" for k, v in env.items())]
         return supervise(wrapper + argv, spec.limits, spec.scratch, name=spec.name,
-                         stop_at=stop_at)
+                         stop_at=stop_at, cpus=spec.cpus)

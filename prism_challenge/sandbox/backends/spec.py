@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-ExitCause = Literal["ok", "crash", "timeout", "memory", "pids", "disk", "output", "cancelled"]
+# host_memory: the kernel's OOM killer took the run while it stayed under its own limit (the
+# host ran out of memory: infrastructure, never the miner's fault).
+ExitCause = Literal["ok", "crash", "timeout", "memory", "host_memory", "pids", "disk", "output",
+                    "cancelled"]
 
 
 # A late-bound kill time (time.monotonic() seconds), e.g. the feeder's deadline plus grace,
@@ -26,6 +29,18 @@ class Mount:
     host: Path
     target: str
     writable: bool = False
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU a sandbox may use.
+
+    `id` is how CUDA_VISIBLE_DEVICES and Docker's device request name it (its UUID when
+    known, else its nvidia-smi index); `minor` picks its device node, /dev/nvidia<minor>.
+    """
+
+    id: str
+    minor: int
 
 
 @dataclass(frozen=True)
@@ -45,7 +60,8 @@ class SandboxSpec:
     limits: Limits
     scratch: Path  # host directory mounted writable; its size counts against disk_bytes
     cwd: str = "/scratch"
-    gpus: tuple[str, ...] = ()
+    gpus: tuple[GpuDevice, ...] = ()
+    cpus: tuple[int, ...] = ()  # CPU cores the whole sandbox is pinned to; () = not pinned
     name: str = "prism-run"
 
 

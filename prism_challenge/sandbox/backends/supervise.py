@@ -107,13 +107,17 @@ class _Tail:
 
 
 def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
-              stop_at: StopAt = None) -> SandboxResult:
+              stop_at: StopAt = None, cpus: tuple[int, ...] = ()) -> SandboxResult:
+    """`cpus`: the cores the whole tree runs on (a cpuset where cgroups allow, and always the
+    launcher's affinity, which every process it starts inherits)."""
     cgroup = Cgroup.create(f"{name}-{os.getpid()}-{time.monotonic_ns()}", limits.memory_bytes,
-                           limits.pids_max)
+                           limits.pids_max, cpus)
 
     def _in_child() -> None:
         if cgroup is not None:
             cgroup.join()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
 
@@ -148,7 +152,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             elif cgroup is not None and cgroup.fork_refusals() > 0:
                 cause, detail = "pids", f"process limit of {limits.pids_max} reached"
             elif cgroup is not None and cgroup.oom_kills() > 0:
-                cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+                cause, detail = _oom_cause(cgroup, limits)
             elif tail.total > OUTPUT_KILL_FACTOR * limits.output_bytes:
                 cause, detail = "output", f"wrote over {tail.total} bytes of output"
             elif cgroup is None:
@@ -174,7 +178,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
         if cgroup is not None:
             peak = cgroup.peak_memory() or peak
             if cause is None and cgroup.oom_kills() > 0:
-                cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+                cause, detail = _oom_cause(cgroup, limits)
             if cause is None and cgroup.fork_refusals() > 0 and proc.returncode != 0:
                 cause, detail = "pids", f"process limit of {limits.pids_max} reached"
             cgroup.remove()
@@ -190,6 +194,21 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             cause, detail = "crash", f"exit status {code}"
     limits_hit = () if cause in ("ok", "crash") else (cause,)
     return SandboxResult(cause, code, wall, output, tail.total, peak or None, detail, limits_hit)
+
+
+# A peak this close to the run's own limit is the run's doing, even where the kernel's limit
+# counters stay at 0 (some cgroup v1 hosts never count a hit that ended in an OOM kill).
+OWN_LIMIT_FRACTION = 0.9
+
+
+def _oom_cause(cgroup: Cgroup, limits: Limits) -> tuple[ExitCause, str]:
+    """An OOM kill in a cgroup that never came near its own limit came from the host's OOM
+    killer: the host ran out of memory, not the run."""
+    peak = cgroup.peak_memory() or 0
+    if cgroup.memory_limit_hits() == 0 and peak < OWN_LIMIT_FRACTION * limits.memory_bytes:
+        return "host_memory", (f"killed by the host's OOM killer while under its own limit "
+                               f"of {limits.memory_bytes} bytes")
+    return "memory", f"memory limit of {limits.memory_bytes} bytes reached"
 
 
 def _kill_tree(proc: subprocess.Popen, cgroup: Cgroup | None) -> None:

@@ -1,0 +1,117 @@
+"""A slot's health, checked before it takes a run and after a run that failed.
+
+Two parts. On the host: nvidia-smi must list each of the slot's GPUs without an error field,
+with at least `validator.probe_min_free_fraction` of its memory free. In the sandbox, with
+exactly the slot's devices and cores: `health_probe` (cpuset, device nodes, CPU matmul, GPU
+matmul against the CPU). A slot that fails either is unhealthy; the reason names the check.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prism_challenge.config.settings import Settings
+from prism_challenge.sandbox.backends import (
+    IsolationBackend,
+    Limits,
+    Mount,
+    SandboxSpec,
+    minimal_env,
+)
+from prism_challenge.sandbox.devices import DeviceError, query_nvidia_smi
+from prism_challenge.sandbox.slots import Slot
+
+PROBE_LIMITS = dict(memory_bytes=4 * 2**30, pids_max=64, disk_bytes=64 * 2**20,
+                    output_bytes=16384)
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    problems: tuple[str, ...]
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.problems)
+
+
+class HealthCheck:
+    def __init__(self, settings: Settings, backend: IsolationBackend, work_dir: Path) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.work_dir = Path(work_dir)
+
+    def check(self, slot: Slot) -> Health:
+        start = time.monotonic()
+        problems = self.host_problems(slot)
+        notes: tuple[str, ...] = ()
+        if not problems:
+            found, notes = self.sandbox_problems(slot)
+            problems += found
+        return Health(not problems, tuple(problems), time.monotonic() - start, notes)
+
+    def host_problems(self, slot: Slot) -> list[str]:
+        """What nvidia-smi says of the slot's GPUs (nothing to check on a CPU slot)."""
+        if not slot.gpus:
+            return []
+        try:
+            listed = query_nvidia_smi()
+        except DeviceError as exc:
+            return [str(exc)]
+        if listed is None:
+            return []  # no nvidia-smi on this host: the sandbox probe alone decides
+        by_key = {(g.uuid or str(g.index)): g for g in listed}
+        problems = []
+        min_free = self.settings.validator.probe_min_free_fraction
+        for gpu in slot.gpus:
+            now = by_key.get(gpu.uuid or str(gpu.index))
+            if now is None:
+                problems.append(f"GPU {gpu.device.id} does not answer (nvidia-smi lists it not)")
+            elif now.problem:
+                problems.append(f"GPU {gpu.device.id}: {now.problem}")
+            elif (now.free_fraction or 0.0) < min_free:
+                problems.append(f"GPU {gpu.device.id}: {now.memory_used_mib} of "
+                                f"{now.memory_total_mib} MiB already in use")
+        return problems
+
+    def sandbox_problems(self, slot: Slot) -> tuple[list[str], tuple[str, ...]]:
+        scratch = self.work_dir / f"slot-{slot.index}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        isolated = self.backend.name != "none"  # without isolation the host's /dev shows
+        env = minimal_env({
+            "PRISM_PROBE_CPUS": ",".join(str(c) for c in slot.cpus),
+            "PRISM_PROBE_MINORS": ",".join(str(d.minor) for d in slot.devices) if isolated
+            else "",
+            "PRISM_PROBE_MIN_FREE": str(self.settings.validator.probe_min_free_fraction),
+            "OMP_NUM_THREADS": "1",
+        })
+        spec = SandboxSpec(
+            argv=(sys.executable, "-m", "prism_challenge.sandbox.health_probe"),
+            mounts=(Mount(scratch, "/scratch", writable=True),), env=env,
+            limits=Limits(wall_s=self.settings.validator.probe_timeout_s, **PROBE_LIMITS),
+            scratch=scratch, gpus=slot.devices, cpus=slot.cpus,
+            name=f"prism-health-{slot.index}")
+        try:
+            result = self.backend.run(spec)
+        except Exception as exc:  # the sandbox itself cannot start on this slot
+            return [f"the probe sandbox failed to start: {type(exc).__name__}: {exc}"[:500]], ()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        lines = result.output.strip().splitlines()
+        try:
+            report = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            report = None
+        if result.cause != "ok" or not isinstance(report, dict):
+            tail = result.output.strip()[-300:]
+            return [f"the probe ended with {result.cause} ({result.detail}): {tail}"], ()
+        problems = [str(p) for p in report.get("problems", [])]
+        return problems, tuple(str(n) for n in report.get("notes", []))
