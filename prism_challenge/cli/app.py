@@ -20,11 +20,11 @@ from prism_challenge.cli.demo_cmd import demo
 from prism_challenge.cli.eval_cmd import evaluate
 from prism_challenge.cli.examples_cmd import examples
 from prism_challenge.cli.prepare_data_cmd import prepare_data
+from prism_challenge.cli.program_cmd import program, registry_app
 from prism_challenge.cli.submit_cmd import submit
 from prism_challenge.cli.validator_cmd import validator
 from prism_challenge.cli.weights_cmd import weights
 from prism_challenge.extras import MissingExtra, needs_extras
-from prism_challenge.registry.cli import program, registry_app
 
 app = typer.Typer(
     name="prism",
