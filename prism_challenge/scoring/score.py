@@ -44,6 +44,22 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def _gap_reason(gap: float, tail: float | None, record: RunRecord,
+                settings: ScoringSettings) -> str:
+    """Why a held-out bpb far above the stream's best window is not scored.
+
+    A run whose own stream got as bad as its held-out text diverged; one whose stream stayed
+    good read its targets or was tampered with. Either way the run is not scored: a model
+    that read its targets early and then "diverged" would otherwise keep its early windows."""
+    head = (f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
+            f"(zeroed at {settings.gap_zero:g})")
+    held = record.eval.val_bpb_trained if record.eval else None
+    if tail is not None and held is not None and tail >= held - settings.gap_zero:
+        return (f"{head}: the run diverged (its stream's tail is {tail:.4f} bpb, its held-out "
+                f"{held:.4f}); a run whose loss rises past its best is not scored")
+    return f"{head}: the model read its targets, or the record was tampered with"
+
+
 def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
     """Score a run record; raises `ScoringError` for a record that is not scorable at all."""
     if record.exit_reason == "infra":
@@ -63,18 +79,14 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
             f"{unconsumed:,} unconsumed tokens charged at log2({record.vocab_size}) bits each "
             f"(exit: {record.exit_reason})"
         )
+    tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
     if gap is not None and gap >= settings.gap_zero:
-        reasons.append(
-            f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
-            f"(zeroed at {settings.gap_zero:g}): the model read its targets, or the record "
-            "was tampered with"
-        )
+        reasons.append(_gap_reason(gap, tail, record, settings))
     elif fraction > 0:
         notes.append(
             f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
             "way to the know-nothing score"
         )
-    tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
     held = record.eval.val_bpb_trained if record.eval else None
     if tail is not None and held is not None and tail - held > settings.gap_zero:
         notes.append(
