@@ -137,9 +137,11 @@ def launcher_args(nproc: int) -> tuple[str, ...]:
 
 def train_argv(nproc: int) -> tuple[str, ...]:
     """Training always starts under torchrun (one process too): every rank gets the same
-    environment contract and the same loopback rendezvous."""
-    return (_python(), "-m", *launcher_args(nproc), "--no-python", _python(), "-m",
-            "prism_challenge.sandbox.harness.train_main")
+    environment contract and the same loopback rendezvous. torchrun runs through `launch`,
+    which ends it without the interpreter's teardown."""
+    torchrun_options = launcher_args(nproc)[1:]
+    return (_python(), "-m", "prism_challenge.sandbox.harness.launch", *torchrun_options,
+            "--no-python", _python(), "-m", "prism_challenge.sandbox.harness.train_main")
 
 
 def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budget:
@@ -219,9 +221,13 @@ class Runner:
                       disk_bytes=s.disk_bytes, output_bytes=s.output_bytes)
 
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
+        """The sandbox's whole environment. A compiled model's kernels are built with the
+        run's own CPU threads: inductor would otherwise start a pool of compile workers, one
+        per visible core, each importing torch."""
         threads = str(self.settings.sandbox.cpu_threads)
         return minimal_env({"PRISM_SEED": str(self.settings.challenge.seed),
                             "PRISM_THREADS": threads, "OMP_NUM_THREADS": threads,
+                            "TORCHINDUCTOR_COMPILE_THREADS": threads,
                             "PRISM_SCRATCH": "/scratch",
                             "PRISM_SOCKET": "/run/prism/feeder.sock", **extra})
 

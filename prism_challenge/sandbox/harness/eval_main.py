@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.harness.quick_exit import exit_now
 
 MAX_INPUT_BYTES = 1 << 28
 
@@ -135,4 +136,4 @@ def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())
