@@ -4,8 +4,10 @@ The wheel is built from this checkout and installed (without dependencies) into 
 virtual environment that reaches the project environment's packages through a `.pth` line,
 so the test installs nothing from an index. Everything then runs from a folder outside the
 repository with the installed `prism` script: prepare the demo corpus, copy an example,
-`prism check` and `prism eval` it in the real sandbox. Only the sizes are small: the demo
-spec shipped in the wheel is trimmed to two distributions, and the budget is a few batches.
+`prism check` it: both sandboxes (training, then the held-out and causality pass) run from
+the installed package. (`prism eval` of the same example runs in the miner guide's test.)
+Only the sizes are small: the demo spec shipped in the wheel is trimmed to two
+distributions, and the budget is a few batches.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def test_wheel_carries_manifests_and_examples(wheel):
     assert not any("__pycache__" in n for n in names)
 
 
-@pytest.mark.timeout(600)  # five fresh `prism` processes; slow only on a loaded machine
+@pytest.mark.timeout(600)  # four fresh `prism` processes; slow only on a loaded machine
 def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path):
     prism = str(installed / "bin" / "prism")
     where = _run([str(installed / "bin" / "python"), "-c",
@@ -112,8 +114,4 @@ def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path
     env = {**TINY, "PRISM_DATA__ROOT": "data"}
     check = _run([prism, "check", "mine"], cwd=tmp_path, env=env)
     assert "PASS" in check.stdout
-    _run([prism, "eval", "mine", "--out", "out"], cwd=tmp_path, env=env)
-    score = json.loads((tmp_path / "out" / "score.json").read_text())
-    assert score["score"]["eligible"] is True
-    record = json.loads((tmp_path / "out" / "record.json").read_text())
-    assert record["corpus"] == "demo" and record["consumed"]["rows"] == 96
+    assert "smoke run of 64 rows" in check.stdout and "64/64 rows consumed" in check.stdout

@@ -58,24 +58,12 @@ def test_snapshot_and_timing_aware_peeker_fails_the_replay(verify):
 
 def test_peeking_at_held_out_inputs_only_costs(run, runner):
     """A model that reads the next input everywhere, in every mode: the held-out inputs hold
-    a filler after the scored position, so reading ahead there only hurts."""
+    a filler after the scored position, so reading ahead there only hurts: its trained
+    weights do worse on held-out text than its own untrained twin."""
     record = run(bundle("peek", EVERY="1", GUARD="-1"))
     score = score_record(record, runner.settings.scoring)
-    honest = run(bundle("tiny"))
-    assert record.eval.val_bpb_trained > 2 * honest.eval.val_bpb_trained
+    assert record.eval.val_bpb_trained > record.eval.val_bpb_twin
     assert not score.eligible and any(r.startswith("gap:") for r in score.reasons)
-
-
-def test_tampered_losses_are_caught_by_the_replay(verify):
-    """training.py halves the harness's per-position loss in-process: the replay's probes and
-    the eval sandbox's snapshot re-predictions (losses computed by the host) disagree."""
-    record, score, replay, v = verify(bundle("tamper"))
-    assert record.exit_reason == "ok"
-    assert not score.eligible  # the gap alone already zeroes this one
-    ex = replay.snapshots.examples[0]
-    assert ex.recomputed == pytest.approx(2 * ex.recorded, rel=1e-3)
-    assert replay.snapshots.mismatched == replay.snapshots.compared > 0
-    assert not v.passed and any(r.startswith("snapshot:") for r in v.reasons)
 
 
 def test_a_run_the_replay_cannot_reproduce_is_not_verified(verify):
