@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.cluster.capacity import NodeUsage
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
 
@@ -25,3 +26,6 @@ class ApiDeps:
     http_counts: HttpCounts = field(default_factory=HttpCounts)
     # The node's evaluation slots (in rotation or not), exposed at /metrics; None outside a node.
     slots: Collector | None = None
+    # Per-node slots and utilisation of the Ray cluster (validator.executor: ray), for the
+    # dashboard; None otherwise.
+    cluster: Callable[[], list[NodeUsage]] | None = None

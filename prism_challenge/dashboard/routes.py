@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
+from prism_challenge.dashboard.cluster_panel import cluster_html
 from prism_challenge.dashboard.html import esc, page, section
 from prism_challenge.dashboard.overview_page import render_overview
 from prism_challenge.dashboard.queries import SubmissionView, load_overview, load_submission
@@ -51,9 +52,10 @@ def build(deps: ApiDeps) -> APIRouter:
             )
         if credit_error is not None:  # a plan without the research share would be wrong
             view = replace(view, plan=None, plan_error=credit_error)
-        return HTMLResponse(
-            page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
-        )
+        body = render_overview(view)
+        if deps.cluster is not None:
+            body += cluster_html(deps.cluster())
+        return HTMLResponse(page("PRISM validator", body, meta=meta(), refresh_s=cfg.refresh_s))
 
     @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
     def submission(submission_id: int) -> HTMLResponse:

@@ -6,7 +6,8 @@ transaction as running -> scored, so two workers (or a restarted validator) can 
 a submission twice. A run that fails on the validator's side goes back to the queue until its
 attempts are spent. Replays come first: they decide who is paid. A node gives each worker its
 own slot (GPUs and cores), held for a whole run or replay; the shared `Rotation` probes the
-slot before it takes one and sends a run that met a host fault to another slot.
+slot before it takes one and sends a run that met a host fault to another slot. The runner
+may also be a cluster slot (`cluster.ray_pool.RemoteSlot`): the same calls, run on a node.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -41,7 +43,8 @@ log = logging.getLogger("prism.validator")
 class EvaluationWorker:
     def __init__(self, settings: Settings, store: Store, runner: Runner,
                  registry: Registry | None, *, cancel: threading.Event | None = None,
-                 slot: Slot | None = None, rotation: Rotation | None = None) -> None:
+                 slot: Slot | None = None, rotation: Rotation | None = None,
+                 capacity: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner if slot is None else runner.on_slot(slot)
@@ -50,12 +53,15 @@ class EvaluationWorker:
         self.work_dir = Path(settings.validator.work_dir)
         self.slot = slot
         self.rotation = rotation if slot is not None else None
+        self.capacity = capacity  # the slots a cluster has now (validator.executor: ray)
 
     def _lease(self):
         """Own the slot for a whole job (nothing else runs on its devices meanwhile)."""
         return self.slot.lease() if self.slot is not None else nullcontext()
 
     def _slot_count(self) -> int | None:
+        if self.capacity is not None:
+            return self.capacity()
         return len(self.rotation.slots) if self.rotation is not None else None
 
     def claim(self, *, admitted: bool = False) -> int | None:
