@@ -1,0 +1,190 @@
+"""Evaluations on a real two-node Ray cluster (127.0.0.1): same scores as the local executor,
+a node lost mid-run is requeued and scored once, a node on other data is refused.
+
+The tests share one cluster; the last one kills the worker node, so it stays last.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import httpx
+import pytest
+from cluster_kit import queued, tiny_bundle, tiny_settings, together
+
+from prism_challenge.data import prepare_data
+from prism_challenge.data.manifest import read_manifest
+from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
+from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.runner import Runner
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import RunRecord as RunRecordRow
+from prism_challenge.storage.tables import Score, Submission, Verification
+from prism_challenge.validator.worker import EvaluationWorker
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _pool(settings, data_root):
+    from prism_challenge.cluster.ray_pool import ClusterPool
+
+    pool = ClusterPool(settings, read_manifest(data_root).sha256)
+    pool.connect()
+    return pool
+
+
+def _scores(store) -> dict[str, tuple[float, float | None]]:
+    with store.session() as s:
+        return {sub.digest: (score.bpb, score.detail["prequential_bpb"])
+                for sub, score in s.query(Submission, Score).join(
+                    Score, Score.submission_id == Submission.id)}
+
+
+def _records(store) -> list[tuple[int, RunRecord]]:
+    with store.session() as s:
+        return [(r.submission_id, RunRecord.model_validate(r.record))
+                for r in s.query(RunRecordRow).order_by(RunRecordRow.id)]
+
+
+def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store, tmp_path,
+                                                               prepared_data):
+    settings = tiny_settings(tmp_path, prepared_data, ray_cluster.address,
+                             verification={"enabled": False})
+    bundles = [tiny_bundle("1e-2"), tiny_bundle("3e-3")]
+    pool = _pool(settings, prepared_data)
+    try:
+        assert pool.wait_ready(120) == 2
+        assert pool.capacity() == 2 and [u.slots for u in pool.usage()] == [1, 1]
+        workers = [EvaluationWorker(settings, store, slot, None, capacity=pool.capacity)
+                   for slot in pool.slots]
+        sids = [queued(store, b, f"hk{i}") for i, b in enumerate(bundles)]
+        assert sorted(together(workers)) == sids  # one evaluation per node, at once
+    finally:
+        pool.close()
+    with store.session() as s:
+        assert [s.get(Submission, i).status for i in sids] == ["scored", "scored"]
+    records = _records(store)
+    assert sorted(sid for sid, _ in records) == sids  # each record landed once
+    nodes = {r.placement.node for _, r in records}
+    assert len(nodes) == 2 and all(n.startswith("127.0.0.1/") for n in nodes)
+    assert all(r.exit_reason == "ok" for _, r in records)
+
+    local_settings = settings.model_copy(update={"validator": settings.validator.model_copy(
+        update={"executor": "local", "work_dir": tmp_path / "local-runs"})})
+    local_store = Store(f"sqlite:///{tmp_path / 'local.db'}")
+    try:
+        runner = Runner.from_data(local_settings, BubblewrapBackend(), prepared_data)
+        for i, b in enumerate(bundles):
+            queued(local_store, b, f"hk{i}")
+        assert None not in together([EvaluationWorker(local_settings, local_store, runner, None)
+                                     for _ in bundles])
+        want = _scores(local_store)
+    finally:
+        local_store.close()
+    got = _scores(store)
+    assert set(got) == set(want) == {b.digest for b in bundles}
+    assert got[bundles[0].digest] != pytest.approx(got[bundles[1].digest], abs=1e-3)
+    for digest, (bpb, prequential) in want.items():
+        assert got[digest][0] == pytest.approx(bpb, abs=1e-6)
+        assert got[digest][1] == pytest.approx(prequential, abs=1e-6)
+
+
+def test_nodes_on_another_data_version_are_refused_and_nothing_is_scored(
+        ray_cluster, tmp_path, prepared_data):
+    """The head's data is another version than both nodes': every slot refuses, with the
+    two versions named; a queued submission stays queued, unspent, unscored."""
+    from prism_challenge.validator.node import ValidatorNode
+
+    source = write_jsonl(tmp_path / "src" / "docs.jsonl", english_like_documents(850, seed=1))
+    head_data = tmp_path / "head-data"
+    prepare_data(small_spec([source]), head_data)
+    head_version = read_manifest(head_data).sha256
+    node_version = read_manifest(prepared_data).sha256
+    assert head_version != node_version
+    settings = tiny_settings(tmp_path, head_data, ray_cluster.address,
+                             storage={"url": f"sqlite:///{tmp_path / 'head.db'}"},
+                             intake={"port": 0}, validator={"epoch_s": 60})
+    node = ValidatorNode(settings)
+    url = node.start()
+    try:
+        sid = queued(node.store, tiny_bundle(), "hk")
+        deadline = time.monotonic() + 120
+        while sum(len(u.refused) for u in node.cluster.usage()) < 2:
+            assert time.monotonic() < deadline, node.cluster.usage()
+            time.sleep(0.5)
+        time.sleep(1.0)  # several worker polls: none may claim the submission
+        usage = node.cluster.usage()
+        assert [(u.slots, u.ready, u.busy, len(u.refused)) for u in usage] == [(1, 0, 0, 1)] * 2
+        for u in usage:
+            (reason,) = u.refused
+            assert f"is version {node_version[:16]}" in reason
+            assert f"the head's is {head_version[:16]}" in reason
+            assert reason.startswith(f"node {u.name}:")
+        metrics = httpx.get(f"{url}/metrics").text
+        refused = re.findall(r'prism_cluster_node_refused_slots\{node="([^"]+)"\} (\S+)',
+                             metrics)
+        assert sorted(refused) == sorted((u.name, "1.0") for u in usage)
+        assert re.findall(r"prism_cluster_node_ready_slots\{[^}]*\} (\S+)", metrics) == \
+            ["0.0", "0.0"]
+        page = httpx.get(f"{url}/").text
+        assert "<h2>Cluster</h2>" in page and "2 nodes, 0 slots taking runs" in page
+        assert f"the head&#x27;s is {head_version[:16]}" in page
+        with node.store.session() as s:
+            row = s.get(Submission, sid)
+            assert (row.status, row.attempts) == ("queued", 0)
+            assert s.query(Score).count() == 0 and s.query(RunRecordRow).count() == 0
+    finally:
+        node.stop()
+
+
+def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp_path,
+                                                         prepared_data):
+    """Kill the worker node's raylet while it runs a submission: the run goes back to the
+    queue (not charged), the head's node scores it, and exactly one record and score land;
+    its contender replay also runs on the cluster."""
+    settings = tiny_settings(tmp_path, prepared_data, ray_cluster.address)
+    pool = _pool(settings, prepared_data)
+    try:
+        assert pool.wait_ready(120) == 2
+        by_node = {slot.about["node_id"]: slot for slot in pool.slots}
+        doomed = by_node[ray_cluster.worker.node_id]
+        survivor = by_node[ray_cluster.head.node_id]
+        workers = {slot: EvaluationWorker(settings, store, slot, None, capacity=pool.capacity)
+                   for slot in pool.slots}
+        bundle = tiny_bundle()
+        sid = queued(store, bundle, "hk")
+        run = threading.Thread(target=workers[doomed].run_once)
+        run.start()
+        while not doomed.busy:  # the job is on the worker node ...
+            time.sleep(0.1)
+        time.sleep(6.0)  # ... and its sandbox has started
+        ray_cluster.worker.all_processes["raylet"][0].process.kill()
+        run.join(120)
+        assert not run.is_alive()
+        with store.session() as s:
+            row = s.get(Submission, sid)
+            assert (row.status, row.attempts) == ("queued", 1)
+            assert row.reason.startswith("infra: NodeLost:")
+            assert s.query(RunRecordRow).count() == 0
+        assert doomed.state == "lost" and not doomed.usable()
+        assert workers[survivor].run_once() == sid
+        assert workers[survivor].run_once() == sid  # the replay of the would-be leader
+        deadline = time.monotonic() + 60
+        while len(pool.usage()) != 1:
+            assert time.monotonic() < deadline
+            pool.sync()
+            time.sleep(0.5)
+        assert pool.capacity() == 1
+    finally:
+        pool.close()
+    with store.session() as s:
+        row = s.get(Submission, sid)
+        assert (row.status, row.attempts) == ("scored", 2)
+        assert s.query(Score).count() == 1
+        assert s.get(Verification, sid).status == "passed"
+    ((record_sid, record),) = _records(store)
+    assert record_sid == sid and record.exit_reason == "ok"
+    assert record.placement.node == survivor.about["node"]
