@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -119,6 +120,9 @@ class NodeSlot:
         return Path(self.settings.validator.work_dir) / f"{digest[:12]}-{uuid.uuid4().hex[:8]}"
 
     def run(self, wire: bytes, digest: str) -> dict:
+        """The run record as JSON, and the seconds this node spent (`node_s`): the head's
+        wall time beyond that is what the cluster costs."""
+        started = time.monotonic()
         runner = self._ready()
         bundle = arrived(wire, digest)
         run_dir = self._run_dir(digest)
@@ -127,7 +131,9 @@ class NodeSlot:
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         placement = record.placement.model_copy(update={"node": self.node})
-        return record.model_copy(update={"placement": placement}).model_dump(mode="json")
+        return {"record": record.model_copy(update={"placement": placement}
+                                            ).model_dump(mode="json"),
+                "node_s": time.monotonic() - started}
 
     def replay(self, wire: bytes, digest: str, record: dict) -> dict:
         runner = self._ready()

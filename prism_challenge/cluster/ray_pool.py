@@ -97,6 +97,7 @@ class RemoteSlot:
         self.about: dict = {}
         self.busy = False
         self._asked = None  # an about/check call in flight
+        self.last_overhead_s: float | None = None  # the last run's wall beyond the node's
 
     def describe(self) -> str:
         return f"cluster slot {self.index} on {self.about.get('node', 'an unplaced node')}"
@@ -154,8 +155,10 @@ class RemoteSlot:
     # ---- jobs (driven by an evaluation worker) -------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
             *, cancel: threading.Event | None = None) -> RunRecord:
+        started = time.monotonic()
         raw = self._call("run", wire.encode(files), digest, cancel=cancel)
-        record = RunRecord.model_validate(raw)
+        record = RunRecord.model_validate(raw["record"])
+        self.last_overhead_s = time.monotonic() - started - float(raw["node_s"])
         if record.digest != digest or record.manifest_sha256 != self.pool.data_version:
             raise RemoteFailure(f"{self.describe()} returned a record of another bundle or "
                                 "data version; discarded")
