@@ -1,14 +1,20 @@
 """Evaluations on a real two-node Ray cluster (127.0.0.1): same scores as the local executor,
-a node lost mid-run is requeued and scored once, a node on other data is refused.
+a head killed mid-run leaves no run behind, nodes on other data are refused, a node lost
+mid-run is requeued and scored once.
 
 The tests share one cluster; the last one kills the worker node, so it stays last.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,6 +32,7 @@ from prism_challenge.storage.tables import Score, Submission, Verification
 from prism_challenge.validator.worker import EvaluationWorker
 
 pytestmark = pytest.mark.timeout(600)
+HERE = Path(__file__).resolve().parent
 
 
 def _pool(settings, data_root):
@@ -92,10 +99,12 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
         assert got[digest][1] == pytest.approx(prequential, abs=1e-6)
 
 
-def test_nodes_on_another_data_version_are_refused_and_nothing_is_scored(
+def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
         ray_cluster, tmp_path, prepared_data):
-    """The head's data is another version than both nodes': every slot refuses, with the
-    two versions named; a queued submission stays queued, unspent, unscored."""
+    """A head SIGKILLed while its run is in flight on a node: the restarted head ends that
+    run (no sandbox of it survives) and requeues the submission. The restarted head's data
+    is another version than both nodes': every slot refuses, naming the two versions, and
+    the submission stays queued, unscored."""
     from prism_challenge.validator.node import ValidatorNode
 
     source = write_jsonl(tmp_path / "src" / "docs.jsonl", english_like_documents(850, seed=1))
@@ -104,15 +113,41 @@ def test_nodes_on_another_data_version_are_refused_and_nothing_is_scored(
     head_version = read_manifest(head_data).sha256
     node_version = read_manifest(prepared_data).sha256
     assert head_version != node_version
-    settings = tiny_settings(tmp_path, head_data, ray_cluster.address,
-                             storage={"url": f"sqlite:///{tmp_path / 'head.db'}"},
+    db = {"url": f"sqlite:///{tmp_path / 'head.db'}"}
+    old = tiny_settings(tmp_path, prepared_data, ray_cluster.address, storage=db,
+                        verification={"enabled": False})
+    bundle = tiny_bundle()
+    store = Store(db["url"])
+    sid = queued(store, bundle, "hk")
+    store.close()
+    (tmp_path / "old.json").write_text(json.dumps(old.model_dump(mode="json")))
+    dead = subprocess.Popen([sys.executable, str(HERE / "crashing_head.py"),
+                             str(tmp_path / "old.json")], cwd=HERE, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 180
+        while not _sandboxes_of(bundle.digest):  # its run is in a sandbox on a node
+            assert dead.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+    finally:
+        dead.kill()
+        dead.wait()
+
+    settings = tiny_settings(tmp_path, head_data, ray_cluster.address, storage=db,
                              intake={"port": 0}, validator={"epoch_s": 60})
     node = ValidatorNode(settings)
     url = node.start()
     try:
-        sid = queued(node.store, tiny_bundle(), "hk")
+        import ray
+
+        mine = {f"prism-slot-{slot.index}-{slot.generation}" for slot in node.cluster.slots}
+        assert set(ray.util.list_named_actors()) == mine  # the dead head's slots are gone
+        with node.store.session() as s:
+            row = s.get(Submission, sid)
+            assert (row.status, row.attempts) == ("queued", 1)
+            assert row.reason == "resumed after an interrupted attempt 1"
         deadline = time.monotonic() + 120
-        while sum(len(u.refused) for u in node.cluster.usage()) < 2:
+        while sum(len(u.refused) for u in node.cluster.usage()) < 2 or \
+                _sandboxes_of(bundle.digest):
             assert time.monotonic() < deadline, node.cluster.usage()
             time.sleep(0.5)
         time.sleep(1.0)  # several worker polls: none may claim the submission
@@ -134,10 +169,23 @@ def test_nodes_on_another_data_version_are_refused_and_nothing_is_scored(
         assert f"the head&#x27;s is {head_version[:16]}" in page
         with node.store.session() as s:
             row = s.get(Submission, sid)
-            assert (row.status, row.attempts) == ("queued", 0)
+            assert (row.status, row.attempts) == ("queued", 1)
             assert s.query(Score).count() == 0 and s.query(RunRecordRow).count() == 0
     finally:
         node.stop()
+
+
+def _sandboxes_of(digest: str) -> list[int]:
+    """bubblewrap processes running a run directory of this bundle (named by its digest)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"bwrap") and any(digest[:12].encode() in a for a in argv):
+            found.append(int(proc.name))
+    return found
 
 
 def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp_path,
