@@ -14,6 +14,7 @@ and a restarted head also kills any slot actor of the namespace left from before
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -118,7 +119,8 @@ class RemoteSlot:
 
     def drop(self, state: str = "idle") -> None:
         if self.actor is not None:
-            ray.kill(self.actor)
+            with contextlib.suppress(*LOST, ValueError):  # already dead: nothing to end
+                ray.kill(self.actor)
         self.actor, self._asked, self.state = None, None, state
 
     def poll(self, alive_nodes: set[str]) -> None:
