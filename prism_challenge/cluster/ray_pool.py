@@ -257,9 +257,9 @@ class ClusterPool:
                 slot.poll(alive)
             want = sum(c.slots for c in self._plan)
             placed = [s for s in self.slots if s.actor is not None]
-            for slot in placed[want:]:  # the cluster shrank: free what cannot be placed
-                if slot.state == "pending":
-                    slot.drop()
+            waiting = [s for s in placed if s.state == "pending"]
+            for slot in waiting[:max(0, len(placed) - want)]:  # the cluster shrank
+                slot.drop()
             room = want - sum(1 for s in self.slots if s.actor is not None)
             for slot in self.slots:
                 if room > 0 and slot.actor is None:
