@@ -68,6 +68,19 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
         workers = [EvaluationWorker(settings, store, slot, None, capacity=pool.capacity)
                    for slot in pool.slots]
         sids = [queued(store, b, f"hk{i}") for i, b in enumerate(bundles)]
+        stop = threading.Event()  # a head shutting down mid-run: the node stops, requeued
+        stopping = EvaluationWorker(settings, store, pool.slots[0], None, cancel=stop)
+        run = threading.Thread(target=stopping.run_once)
+        run.start()
+        while not pool.slots[0].busy:
+            time.sleep(0.1)
+        time.sleep(3.0)
+        stop.set()
+        run.join(60)
+        with store.session() as s:
+            row = s.get(Submission, sids[0])
+            assert (row.status, row.reason) == ("queued", "interrupted by a validator shutdown")
+        assert pool.slots[0].usable()  # the slot stopped its job and takes the next one
         assert sorted(together(workers)) == sids  # one evaluation per node, at once
     finally:
         pool.close()
