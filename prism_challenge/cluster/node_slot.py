@@ -119,7 +119,7 @@ class NodeSlot:
     def _run_dir(self, digest: str) -> Path:
         return Path(self.settings.validator.work_dir) / f"{digest[:12]}-{uuid.uuid4().hex[:8]}"
 
-    def run(self, wire: bytes, digest: str) -> dict:
+    def run(self, wire: bytes, digest: str, **options) -> dict:
         """The run record as JSON, and the seconds this node spent (`node_s`): the head's
         wall time beyond that is what the cluster costs."""
         started = time.monotonic()
@@ -127,7 +127,7 @@ class NodeSlot:
         bundle = arrived(wire, digest)
         run_dir = self._run_dir(digest)
         try:
-            record = runner.run(bundle.files, digest, run_dir, cancel=self._cancel)
+            record = runner.run(bundle.files, digest, run_dir, cancel=self._cancel, **options)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         placement = record.placement.model_copy(update={"node": self.node})

@@ -72,8 +72,8 @@ class SlotActor:
         self.slot.check()
         return self.about()
 
-    def run(self, wire_bytes: bytes, digest: str) -> dict:
-        return self.slot.run(wire_bytes, digest)
+    def run(self, wire_bytes: bytes, digest: str, options: dict) -> dict:
+        return self.slot.run(wire_bytes, digest, **options)
 
     def replay(self, wire_bytes: bytes, digest: str, record: dict) -> dict:
         return self.slot.replay(wire_bytes, digest, record)
@@ -156,9 +156,11 @@ class RemoteSlot:
 
     # ---- jobs (driven by an evaluation worker) -------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
-            *, cancel: threading.Event | None = None) -> RunRecord:
+            *, cancel: threading.Event | None = None, **options) -> RunRecord:
+        """`Runner.run` on the node; `options` (plain, picklable values the head fixed before
+        the run) reach the node's runner unchanged."""
         started = time.monotonic()
-        raw = self._call("run", wire.encode(files), digest, cancel=cancel)
+        raw = self._call("run", wire.encode(files), digest, options, cancel=cancel)
         record = RunRecord.model_validate(raw["record"])
         self.last_overhead_s = time.monotonic() - started - float(raw["node_s"])
         if record.digest != digest or record.manifest_sha256 != self.pool.data_version:
