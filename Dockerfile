@@ -17,14 +17,17 @@ RUN apt-get update \
 WORKDIR /opt/prism
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY prism_challenge ./prism_challenge
-RUN pip install --extra-index-url ${TORCH_INDEX} "torch==2.13.*" \
- && pip install .
-COPY neurons ./neurons
-COPY scripts ./scripts
+# prism_challenge/share links to these: the installed package carries them.
 COPY data_manifests ./data_manifests
 COPY examples ./examples
+# Exact versions from the lock; torch is the same release built for TORCH_INDEX (CPU or CUDA).
+RUN grep -v '^torch==' requirements.lock > /tmp/lock.txt \
+ && pip install --extra-index-url ${TORCH_INDEX} "torch==2.13.*" -r /tmp/lock.txt \
+ && pip install --no-deps ".[validator,postgres]" && rm /tmp/lock.txt
+COPY neurons ./neurons
+COPY scripts ./scripts
 COPY config.example.yaml ./
 
 # Sandboxed code runs as 65534 (nobody); the validator itself needs no root either.

@@ -1,14 +1,27 @@
 # Two entry points (see README): `make demo` and `make test`. Everything else is a step.
+# Installs come from requirements.lock (exact versions of every package, pip-tools output).
+# After changing dependencies in pyproject.toml, run `make lock` and commit the new lock.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
+# Extra pip options for the install, e.g. where no local CPU torch wheel exists:
+#   make setup PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'
+PIP_ARGS ?=
+# The dev extra names the project itself (prism-challenge[miner,...]): --unsafe-package keeps
+# it out of the lock, which holds third-party packages only.
+COMPILE := -m piptools compile --quiet --extra dev --strip-extras --unsafe-package prism-challenge \
+	--no-emit-index-url --no-emit-find-links --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup sysdeps demo test lint
+.PHONY: setup sysdeps demo test lint lock lock-upgrade
 
-$(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,cluster]'
+# The lock pins pip itself, so the second step sees the pinned pip; pip-sync then removes
+# anything an earlier lock installed that this one no longer has.
+$(STAMP): pyproject.toml $(LOCK)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q $(PIP_ARGS) -r $(LOCK)
+	$(PY) -m piptools sync -q --pip-args '$(PIP_ARGS)' $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 sysdeps:
@@ -17,6 +30,18 @@ sysdeps:
 	  else echo "bubblewrap is missing: sudo apt-get install bubblewrap" >&2; exit 1; fi; }
 
 setup: sysdeps $(STAMP)
+
+# Re-resolve pyproject.toml into the lock, keeping every pin that still fits.
+lock:
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c 'import piptools' 2>/dev/null || $(PY) -m pip install -q pip-tools
+	CUSTOM_COMPILE_COMMAND='make lock' $(PY) $(COMPILE)
+
+# The same, moving every package to the newest version that fits.
+lock-upgrade:
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c 'import piptools' 2>/dev/null || $(PY) -m pip install -q pip-tools
+	CUSTOM_COMPILE_COMMAND='make lock' $(PY) $(COMPILE) --upgrade
 
 demo: setup
 	$(VENV)/bin/prism demo

@@ -1,8 +1,9 @@
 """What one submission costs the validator: bundle parse, signature check, full HTTP intake.
 
 Uses a bundle at the size limits (two 64 KiB scripts + 16 KiB prism.toml), a real uvicorn
-server on 127.0.0.1, a throw-away SQLite store and real sr25519 keys. Prints measured times
-and rates; asserts nothing. Run: .venv/bin/python benchmarks/intake_bench.py [N]
+server on 127.0.0.1, a throw-away SQLite store, a local ledger holding the commitments and
+real sr25519 keys (bittensor's http_auth). Prints measured times and rates; asserts
+nothing. Run: .venv/bin/python benchmarks/intake_bench.py [N]
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from pathlib import Path
 
 import bittensor
 import httpx
+from bittensor import http_auth
 
 from prism_challenge.api import ApiDeps, ApiServer, create_app
 from prism_challenge.bundle import MAX_MANIFEST_BYTES, MAX_SCRIPT_BYTES, Bundle
+from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.config.settings import Settings
-from prism_challenge.intake.signing import sign_request, verify_signature
+from prism_challenge.intake.signing import SUBMISSIONS_PATH, sign_submission
 from prism_challenge.storage import Store
 
 
@@ -37,6 +41,13 @@ def max_size_bundle(tag: int) -> Bundle:
     )
 
 
+class _Always:
+    """A replay store that remembers nothing (the same headers are verified repeatedly)."""
+
+    def check_and_store(self, hotkey_ss58: str, nonce_ns: int) -> bool:
+        return True
+
+
 def timed(fn, repeat: int) -> float:
     start = time.perf_counter()
     for _ in range(repeat):
@@ -46,45 +57,49 @@ def timed(fn, repeat: int) -> float:
 
 def main(n: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="prism-intake-bench-"))
-    wallet = bittensor.Wallet(name="bench", hotkey="default", path=str(root / "wallets"))
-    wallet.create_new_hotkey(use_password=False, overwrite=True, suppress=True)
-    hotkey = wallet.hotkey
-    outsider = bittensor.Wallet(name="outsider", hotkey="default", path=str(root / "wallets"))
-    outsider.create_new_hotkey(use_password=False, overwrite=True, suppress=True)
+    wallets = {}
+    for name in ("bench", "outsider", "validator"):
+        wallets[name] = bittensor.Wallet(name=name, hotkey="default", path=str(root / "wallets"))
+        wallets[name].create_new_hotkey(use_password=False, overwrite=True, suppress=True)
+    wallet, outsider = wallets["bench"], wallets["outsider"]
+    hotkey, receiver = wallet.hotkey, wallets["validator"].hotkey.ss58_address
     sample = max_size_bundle(0)
     wire = sample.to_wire()
-    signed = sign_request(hotkey, netuid=1, body=wire, timestamp=time.time())
-    message = signed.message(wire)
+    signed = sign_submission(wallet, wire, receiver=receiver)
     print(f"bundle at the limits: {len(wire)} wire bytes")
     parse_s = timed(lambda: Bundle.from_wire(wire), 50)
-    verify_s = timed(lambda: verify_signature(hotkey.ss58_address, message, signed.signature), 200)
+    verify_s = timed(lambda: http_auth.verify(
+        signed, wire, method="POST", path=SUBMISSIONS_PATH, self_hotkey_ss58=receiver, max_age=3600,
+        nonce_store=_Always()), 200)
     print(f"Bundle.from_wire (rules + ast.parse): {parse_s * 1e3:.2f} ms")
-    print(f"sr25519 verify:                       {verify_s * 1e3:.2f} ms")
+    print(f"http_auth.verify (sr25519):           {verify_s * 1e3:.2f} ms")
 
     settings = Settings(intake={"rate_limit_count": n + 10})
     store = Store(f"sqlite:///{root / 'prism.db'}")
-    app = create_app(
-        ApiDeps(settings=settings, store=store, metagraph=StaticMetagraph.of([hotkey.ss58_address]))
-    )
-    bodies = [max_size_bundle(i + 1).to_wire() for i in range(n)]
+    metagraph = StaticMetagraph.of([hotkey.ss58_address])
+    ledger = LocalLedger(root / "ledger.db", metagraph)
+    app = create_app(ApiDeps(settings=settings, store=store, metagraph=metagraph,
+                             hotkey=receiver, subnet=ledger))
+    bundles = [max_size_bundle(i + 1) for i in range(n)]
+    bodies = [b.to_wire() for b in bundles]
     with ApiServer(app) as server, httpx.Client(base_url=server.url) as http:
         accepted, refused, unregistered = [], [], []
-        for body in bodies:
-            headers = sign_request(hotkey, netuid=1, body=body, timestamp=time.time()).as_http()
+        for bundle, body in zip(bundles, bodies, strict=True):
+            ledger.commit(wallet, commitment_value(hotkey.ss58_address, bundle.digest))
+            headers = sign_submission(wallet, body, receiver=receiver)
             start = time.perf_counter()
             response = http.post("/v1/submissions", content=body, headers=headers)
             accepted.append(time.perf_counter() - start)
             assert response.status_code == 201, response.text
-        bad = {**signed.as_http(), "X-Prism-Signature": "0x" + "00" * 64}
         for _ in range(n):
+            bad = {**sign_submission(wallet, wire, receiver=receiver),
+                   "X-Bittensor-Signature": "0x" + "00" * 64}
             start = time.perf_counter()
             response = http.post("/v1/submissions", content=wire, headers=bad)
             refused.append(time.perf_counter() - start)
             assert response.status_code == 401
         for body in bodies:
-            headers = sign_request(
-                outsider.hotkey, netuid=1, body=body, timestamp=time.time()
-            ).as_http()
+            headers = sign_submission(outsider, body, receiver=receiver)
             start = time.perf_counter()
             response = http.post("/v1/submissions", content=body, headers=headers)
             unregistered.append(time.perf_counter() - start)

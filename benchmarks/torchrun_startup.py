@@ -31,8 +31,8 @@ DIRECT = (sys.executable, "-m", "prism_challenge.sandbox.harness.train_main")
 class DirectStart(Runner):
     """The runner, with training started without torchrun."""
 
-    def _train_spec(self, paths, name):
-        return replace(super()._train_spec(paths, name), argv=DIRECT)
+    def _train_spec(self, paths, name, deadline_s):
+        return replace(super()._train_spec(paths, name, deadline_s), argv=DIRECT)
 
 
 def main() -> None:

@@ -24,6 +24,37 @@ def store(tmp_path) -> Store:
     s.close()
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server (started once per session), or a skip naming what is missing."""
+    from postgres_kit import PostgresServer, server_bin
+
+    bindir = server_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries are not installed (/usr/lib/postgresql/*/bin; "
+                    "`apt-get install postgresql`, as .ci/run does)")
+    server = PostgresServer.start(bindir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """The URL of a new, empty store on each backend the node supports."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'prism.db'}"
+    server = request.getfixturevalue("postgres_server")
+    return server.new_store_url()
+
+
+@pytest.fixture
+def any_store(store_url) -> Store:
+    """`store` on each backend (SQLite and a real PostgreSQL server)."""
+    s = Store(store_url)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def live_server():
     """Serve FastAPI apps on a real uvicorn server on 127.0.0.1 (a free port each).

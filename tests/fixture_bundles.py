@@ -22,3 +22,22 @@ def bundle(name: str, **substitutions: str) -> dict[str, bytes]:
                 f"{key} = 0", f"{key} = {value}")
         files[fname] = text.encode()
     return files
+
+
+def queue_bundle(store, files: dict[str, bytes], hotkey: str) -> int:
+    """Admit `files` as a queued submission of `hotkey` (accepted now); its id."""
+    import time
+
+    from prism_challenge.bundle import Bundle
+    from prism_challenge.storage import Status, transition
+    from prism_challenge.storage.tables import Submission
+
+    bundle = Bundle(files)
+    with store.session() as s:
+        row = Submission(digest=bundle.digest, hotkey=hotkey, status="received",
+                         accepted_at=time.time(), updated_at=time.time(),
+                         bundle=bundle.to_wire())
+        s.add(row)
+        s.flush()
+        transition(s, row.id, Status.QUEUED)
+        return row.id

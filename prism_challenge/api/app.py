@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI
 from prism_challenge import __version__
 from prism_challenge.api import health, http_counts
 from prism_challenge.api.deps import ApiDeps
-from prism_challenge.api.errors import install_error_handlers
+from prism_challenge.api.errors import REFUSALS_DOC, install_error_handlers
 from prism_challenge.dashboard import curve_api
 from prism_challenge.dashboard import routes as dashboard_routes
 from prism_challenge.intake import routes as intake_routes
@@ -39,6 +39,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         title="PRISM validator",
         version=__version__,
         description="Signed submissions, their status, and the node's public state.",
+        responses=REFUSALS_DOC,
     )
     install_error_handlers(app)
     http_counts.install(app, deps.http_counts)

@@ -10,6 +10,8 @@ from prometheus_client.registry import Collector
 
 from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.chain.status import ChainStatus
+from prism_challenge.chain.subnet import Subnet
 from prism_challenge.cluster.capacity import NodeUsage
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
@@ -24,6 +26,12 @@ class ApiDeps:
     clock: Callable[[], float] = time.time
     # This app's request tally (one per ApiDeps, so per app), exposed at /metrics.
     http_counts: HttpCounts = field(default_factory=HttpCounts)
+    # This validator's hotkey (ss58): submissions must be signed for it. None: no intake.
+    hotkey: str | None = None
+    # Where commitments are read (the chain online, the local ledger in local mode).
+    subnet: Subnet | None = None
+    # The chain as this node last saw it (metagraph freshness, weight setting), at /metrics.
+    chain_status: ChainStatus = field(default_factory=ChainStatus)
     # The node's evaluation slots (in rotation or not), exposed at /metrics; None outside a node.
     slots: Collector | None = None
     # Per-node slots and utilisation of the Ray cluster (validator.executor: ray), for the

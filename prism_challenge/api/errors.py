@@ -27,6 +27,13 @@ class ErrorBody(BaseModel):
     rule: str
 
 
+# Documented on every operation: any 4xx is this shape (FastAPI's own 422 schema is replaced,
+# because `on_invalid_request` answers in this shape too). Routes add the specific codes.
+REFUSALS_DOC = {
+    "4XX": {"model": ErrorBody, "description": "a refusal: `detail` says why, `rule` which check"}
+}
+
+
 class ApiError(Exception):
     """A refusal with its HTTP status, stable rule id, and a sentence for the caller."""
 

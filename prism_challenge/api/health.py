@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
-from prism_challenge.api.errors import ApiError
+from prism_challenge.api.errors import ApiError, ErrorBody
 
 
 class Health(BaseModel):
@@ -17,12 +17,15 @@ class Health(BaseModel):
     netuid: int
     mode: str
     block: int | None
+    hotkey: str | None  # sign submissions for this receiver
+    stale: bool  # the chain is unreachable and an older metagraph is in use
 
 
 def build(deps: ApiDeps) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["health"])
 
-    @router.get("/health", response_model=Health)
+    @router.get("/health", response_model=Health,
+                responses={503: {"model": ErrorBody, "description": "the store is unreachable"}})
     def health() -> Health:
         try:
             with deps.store.session() as session:
@@ -35,6 +38,8 @@ def build(deps: ApiDeps) -> APIRouter:
             netuid=deps.settings.chain.netuid,
             mode=deps.settings.mode,
             block=deps.metagraph.block,
+            hotkey=deps.hotkey,
+            stale=deps.metagraph.stale,
         )
 
     return router

@@ -20,7 +20,8 @@ class ApiServer:
     def __init__(
         self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning"
     ) -> None:
-        self._config = uvicorn.Config(app, log_level=log_level)
+        # log_config=None: uvicorn logs through the root handlers (text or JSON lines).
+        self._config = uvicorn.Config(app, log_level=log_level, log_config=None)
         self._server = uvicorn.Server(self._config)
         self._host, self._port = host, port
         self._socket: socket.socket | None = None

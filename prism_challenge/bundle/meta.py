@@ -18,6 +18,8 @@ from prism_challenge.bundle.rules import MANIFEST
 MAX_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 4000
 MAX_AXES = 64
+# TOML integers are 64-bit; tomllib accepts longer ones, which no axis can mean.
+_INT64 = range(-(2**63), 2**63)
 AxisValue = str | int | float | bool
 
 
@@ -54,6 +56,8 @@ def _axes(doc: dict) -> Mapping[str, AxisValue]:
             raise _refuse(f"axis '{key}' must be a string, number or boolean")
         if isinstance(value, float) and not math.isfinite(value):
             raise _refuse(f"axis '{key}' must be a finite number")
+        if isinstance(value, int) and value not in _INT64:
+            raise _refuse(f"axis '{key}' is not a 64-bit integer")
     return MappingProxyType(dict(axes))
 
 

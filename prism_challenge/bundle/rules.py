@@ -96,3 +96,9 @@ def parse_toml(name: str, text: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BundleError("BUNDLE_TOML", f"{name}: not valid TOML: {exc}", file=name) from None
+    except (ValueError, RecursionError) as exc:
+        # tomllib recurses per nesting level and builds ints of any length, so deeply nested
+        # arrays or an integer past Python's digit limit escape it as these (16 KiB suffice).
+        raise BundleError(
+            "BUNDLE_TOML", f"{name}: cannot be parsed as TOML: {type(exc).__name__}", file=name
+        ) from None

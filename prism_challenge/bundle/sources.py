@@ -10,6 +10,7 @@ other than what they think.
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -55,15 +56,22 @@ def _strip_common_root(names: list[str]) -> dict[str, str]:
     return {name: "/".join(p) for name, p in parts.items()}
 
 
+def _members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The archive's files, without folders and tool junk; a nameless member is refused."""
+    if any(not info.filename for info in archive.infolist()):
+        raise BundleError("BUNDLE_ZIP", "the archive holds a member without a name")
+    return [
+        info
+        for info in archive.infolist()
+        if not info.is_dir() and not _is_junk(PurePosixPath(info.filename).parts)
+    ]
+
+
 def read_zip(source: Path | str | bytes) -> dict[str, bytes]:
     handle = io.BytesIO(source) if isinstance(source, bytes | bytearray) else source
     try:
         with zipfile.ZipFile(handle) as archive:
-            infos = [
-                info
-                for info in archive.infolist()
-                if not info.is_dir() and not _is_junk(PurePosixPath(info.filename).parts)
-            ]
+            infos = _members(archive)
             if len(infos) > MAX_ZIP_ENTRIES:
                 raise BundleError("BUNDLE_ZIP", f"the archive holds {len(infos)} files")
             mapping = _strip_common_root([info.filename for info in infos])
@@ -80,16 +88,24 @@ def read_zip(source: Path | str | bytes) -> dict[str, bytes]:
                 check_size(name, len(data))  # the header's size may lie
                 files[name] = data
             return files
+    except BundleError:
+        raise
     except FileNotFoundError:
         raise BundleError("BUNDLE_ZIP", f"{source}: file not found") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise BundleError("BUNDLE_ZIP", f"{source}: cannot be read: {exc.strerror}") from None
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
         zlib.error,
+        lzma.LZMAError,
         EOFError,
         NotImplementedError,
         RuntimeError,
+        OSError,
+        ValueError,
     ) as exc:
         # RuntimeError: encrypted members; NotImplementedError: unknown compression;
-        # zlib.error / EOFError: corrupted or truncated member data.
+        # zlib / lzma errors, EOFError, OSError (bz2): corrupted or truncated member data;
+        # ValueError: offsets that point outside the archive, names that are not UTF-8.
         raise BundleError("BUNDLE_ZIP", f"not a readable zip archive: {exc}") from None

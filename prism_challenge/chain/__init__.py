@@ -1,10 +1,6 @@
-"""The chain as PRISM sees it: the metagraph (who is registered) and weight setting."""
+"""The chain as PRISM sees it: the metagraph, commitments, validator addresses, weights.
 
-from prism_challenge.chain.metagraph import (
-    BittensorMetagraph,
-    MetagraphFileError,
-    MetagraphView,
-    StaticMetagraph,
-)
-
-__all__ = ["BittensorMetagraph", "MetagraphFileError", "MetagraphView", "StaticMetagraph"]
+`subtensor.ChainClient` owns every call to a Bittensor chain; `ledger.LocalLedger` stands
+in for the chain in local mode. Import from the submodules (this package stays import-light:
+`precedence` is used by pure code that must not load bittensor).
+"""

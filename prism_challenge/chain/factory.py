@@ -1,15 +1,60 @@
-"""Build the node's metagraph view from settings (local file / any hotkey / online)."""
+"""Build the chain a process uses from settings: the local ledger, or the live subnet."""
 
 from __future__ import annotations
 
-from prism_challenge.chain.metagraph import BittensorMetagraph, MetagraphView, StaticMetagraph
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bittensor
+
+from prism_challenge.chain.ledger import LocalLedger
+from prism_challenge.chain.metagraph import LiveMetagraph, MetagraphView, StaticMetagraph
+from prism_challenge.chain.online import OnlineSubnet
+from prism_challenge.chain.status import ChainStatus
+from prism_challenge.chain.subnet import Subnet
+from prism_challenge.chain.subtensor import ChainClient
 from prism_challenge.config.settings import Settings
 
 
-def make_metagraph(settings: Settings) -> MetagraphView:
+@dataclass
+class ChainAccess:
+    """The metagraph, the subnet (commitments, addresses) and, online, the chain client."""
+
+    metagraph: MetagraphView
+    subnet: Subnet
+    client: ChainClient | None = None
+    status: ChainStatus = field(default_factory=ChainStatus)
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Re-read the metagraph when due (online); False when the chain is unreachable."""
+        refresh = getattr(self.metagraph, "refresh", None)
+        return True if refresh is None else refresh(force=force)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+def local_metagraph(settings: Settings) -> StaticMetagraph:
+    """Raises MetagraphFileError for an unusable chain.metagraph_file."""
     chain = settings.chain
-    if chain.mode == "online":
-        return BittensorMetagraph(chain.netuid, chain.network)
     if chain.metagraph_file is not None:
         return StaticMetagraph.from_file(chain.metagraph_file, allow_any=chain.allow_any_hotkey)
     return StaticMetagraph.of([], allow_any=chain.allow_any_hotkey)
+
+
+def connect(settings: Settings, *, substrate: bittensor.Substrate | None = None,
+            status: ChainStatus | None = None) -> ChainAccess:
+    """Online: reads the metagraph once (a chain down at start-up leaves it empty and
+    stale; intake answers 503 until it can be read). `substrate` is bittensor's test seam."""
+    chain = settings.chain
+    status = status or ChainStatus()
+    if chain.mode == "online":
+        client = ChainClient(chain.network, chain.netuid, timeout_s=chain.timeout_s,
+                             period_blocks=chain.period_blocks, substrate=substrate)
+        metagraph = LiveMetagraph(client, refresh_blocks=chain.refresh_blocks, status=status)
+        metagraph.refresh(force=True)
+        return ChainAccess(metagraph, OnlineSubnet(client, metagraph), client, status)
+    metagraph = local_metagraph(settings)
+    return ChainAccess(metagraph, LocalLedger(Path(chain.local_ledger), metagraph),
+                       status=status)

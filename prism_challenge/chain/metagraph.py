@@ -1,16 +1,26 @@
 """Who is on the subnet: the one question intake and weights ask the chain.
 
 `MetagraphView` is the interface; `StaticMetagraph` answers from a list (local mode and
-tests), `BittensorMetagraph` from a synced `bittensor.Metagraph` (online).
+tests), `LiveMetagraph` from `bittensor.Metagraph` views read through `ChainClient`
+(online), refreshed on a block schedule.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+import bittensor
+
+from prism_challenge.chain.status import ChainStatus
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
+
+log = logging.getLogger("prism.chain")
 
 
 @runtime_checkable
@@ -26,6 +36,10 @@ class MetagraphView(Protocol):
 
     @property
     def block(self) -> int | None: ...
+
+    @property
+    def stale(self) -> bool:
+        """True while the chain is unreachable and an older view is in use."""
 
 
 class MetagraphFileError(ValueError):
@@ -82,33 +96,78 @@ class StaticMetagraph:
     def block(self) -> int | None:
         return self.current_block
 
+    @property
+    def stale(self) -> bool:
+        return False
 
-class BittensorMetagraph:
-    """The live subnet as a synced `bittensor.Metagraph` sees it (online mode)."""
 
-    def __init__(self, netuid: int, network: str) -> None:
-        import bittensor
+class LiveMetagraph:
+    """The subnet as last read from the chain (online mode).
 
-        self._metagraph = bittensor.Metagraph(netuid=netuid, network=network, lite=True, sync=True)
-        self._refresh_index()
+    `refresh` checks the head block and re-reads the metagraph once `refresh_blocks` have
+    passed. When the chain cannot be reached the last good view stays in use, marked
+    `stale`: intake keeps checking registration against it and the validator keeps
+    evaluating, but weights wait for a fresh view. Before any view was read, asking whether
+    a hotkey is registered raises `ChainUnavailable` (intake answers 503) rather than
+    guessing.
+    """
 
-    def _refresh_index(self) -> None:
-        self._index = {hk: uid for uid, hk in enumerate(self._metagraph.hotkeys)}
+    def __init__(self, client: ChainClient, *, refresh_blocks: int = 5,
+                 status: ChainStatus | None = None) -> None:
+        self._client = client
+        self.refresh_blocks = refresh_blocks
+        self._status = status
+        self._lock = threading.Lock()
+        self._graph: bittensor.Metagraph | None = None
+        self._index: dict[str, int] = {}
+        self.stale = True
 
-    def sync(self) -> None:
-        self._metagraph.sync(lite=True)
-        self._refresh_index()
+    def refresh(self, *, force: bool = False) -> bool:
+        """Bring the view up to date if due; False when the chain could not be read."""
+        try:
+            graph = self._graph
+            due = graph is None or self._client.block() >= graph.block + self.refresh_blocks
+            if force or due:
+                graph = self._client.metagraph()
+                with self._lock:
+                    self._graph = graph
+                    self._index = {n.hotkey: n.uid for n in graph.neurons}
+            self.stale = False
+        except ChainUnavailable as exc:
+            if not self.stale:
+                log.warning("chain unreachable, keeping the metagraph of block %s: %s",
+                            self.block, exc)
+            self.stale = True
+        if self._status is not None:
+            self._status.saw_metagraph(self.block, stale=self.stale)
+        return not self.stale
+
+    def _view(self) -> bittensor.Metagraph:
+        if self._graph is None:
+            raise ChainUnavailable(
+                f"no metagraph of netuid {self._client.netuid} has been read from "
+                f"{self._client.network} yet")
+        return self._graph
 
     def uid_of(self, hotkey: str) -> int | None:
+        """None also before any view was read (a plan then burns; weights wait anyway)."""
         return self._index.get(hotkey)
 
     def is_registered(self, hotkey: str) -> bool:
+        self._view()  # intake must not refuse a miner as unregistered on no information
         return hotkey in self._index
+
+    def neuron(self, hotkey: str) -> bittensor.MetagraphNeuron | None:
+        return self._view().by_hotkey(hotkey)
+
+    @property
+    def neurons(self) -> list[bittensor.MetagraphNeuron]:
+        return list(self._view().neurons)
 
     @property
     def n(self) -> int:
-        return len(self._index)
+        return len(self._graph.neurons) if self._graph is not None else 0
 
     @property
     def block(self) -> int | None:
-        return int(self._metagraph.block)
+        return None if self._graph is None else int(self._graph.block)

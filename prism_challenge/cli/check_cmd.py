@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from prism_challenge.bundle import Bundle, BundleError
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.cli.common import ConfigOption, fail, plain, settings_from
 
 
 @contextmanager
@@ -51,7 +52,8 @@ def load_bundle(bundle_dir: Path, console: Console) -> Bundle:
     try:
         return Bundle.from_dir(bundle_dir)
     except BundleError as exc:
-        console.print(f"[bold red]FAIL[/] bundle [{exc.rule}]: {exc}", highlight=False)
+        console.print(plain("FAIL", "bold red") + plain(f" bundle [{exc.rule}]: {exc}"),
+                      highlight=False)
         raise typer.Exit(1) from None
 
 
@@ -75,14 +77,15 @@ def check(
     err = Console(stderr=True)
     with local_run_errors(root):
         report = check_bundle(bundle, settings, root, smoke_rows=smoke_rows,
-                              on_event=lambda msg: err.print(f"[dim]… {msg}[/]"))
+                              on_event=lambda msg: err.print(plain(f"… {msg}", "dim")))
     title = f"prism check {bundle.meta.name or bundle_dir} ({bundle.digest[:12]})"
     if report.record is not None:
         title += f": smoke run of {report.smoke_rows} rows on {report.record.corpus}"
     console.print(findings_table(title, report.findings))
     if report.passed:
-        console.print(f"[bold green]PASS[/]: next, `prism eval {bundle_dir}` for the full "
-                      f"local score, then `prism submit {bundle_dir}`", highlight=False)
+        console.print(Text.assemble(
+            ("PASS", "bold green"), f": next, `prism eval {bundle_dir}` for the full local "
+            f"score, then `prism submit {bundle_dir}`"), highlight=False)
         return
     n = sum(f.status == "fail" for f in report.findings)
     console.print(f"[bold red]FAIL[/]: {n} check(s) failed", highlight=False)

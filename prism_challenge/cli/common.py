@@ -1,4 +1,11 @@
-"""Pieces every CLI command shares: the --config option and clean error exits."""
+"""Pieces every CLI command shares: the --config option, clean error exits, and printing
+text that is not ours.
+
+Text that comes from a user, a miner or a file (program.md, bundle names, refusal reasons,
+error messages) is printed literally: through `plain` (a rich `Text`, never parsed as
+markup) or `typer.echo`. A bundle named `[bold]x` or a message about a `[axes]` table shows
+as written.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from prism_challenge.config import ConfigError, Settings, load_settings
 
@@ -21,9 +29,54 @@ ConfigOption = Annotated[
 ]
 
 
+# Chain and wallet flags as btcli 11 spells them; the bittensor-10 dotted names stay aliases.
+NetuidOption = Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")]
+NetworkOption = Annotated[
+    str | None,
+    typer.Option("--network", "-n", "--subtensor.network",
+                 help="finney, test, local or a ws:// endpoint."),
+]
+WalletNameOption = Annotated[
+    str | None, typer.Option("--wallet", "-w", "--wallet.name", help="Wallet (coldkey) name.")
+]
+WalletHotkeyOption = Annotated[
+    str | None,
+    typer.Option("--wallet-hotkey", "-H", "--wallet.hotkey", help="Hotkey name in the wallet."),
+]
+WalletPathOption = Annotated[
+    str | None, typer.Option("--wallet-path", "--wallet.path", help="Wallets directory.")
+]
+
+
+def with_chain_flags(settings: Settings, *, netuid: int | None = None, network: str | None = None,
+                     wallet_name: str | None = None, wallet_hotkey: str | None = None,
+                     wallet_path: str | None = None, port: int | None = None) -> Settings:
+    """Bittensor-style flags win over the config file and the environment."""
+    def pick(**values):
+        return {k: v for k, v in values.items() if v is not None}
+
+    return settings.model_copy(update={
+        "chain": settings.chain.model_copy(update=pick(netuid=netuid, network=network)),
+        "wallet": settings.wallet.model_copy(
+            update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
+        "intake": settings.intake.model_copy(update=pick(port=port)),
+    })
+
+
+def plain(text: object, style: str = "") -> Text:
+    """`text` as rich prints it: literally, never as markup."""
+    return Text(str(text), style=style)
+
+
+def print_error(message: str) -> None:
+    """One error line on stderr, never wrapped (a log collector keeps it whole)."""
+    Console(stderr=True, soft_wrap=True).print(
+        Text.assemble(("error:", "bold red"), " ", str(message)), highlight=False)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit with `code`."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     raise typer.Exit(code)
 
 

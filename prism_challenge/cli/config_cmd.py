@@ -12,5 +12,6 @@ def config(config: ConfigOption = None) -> None:
     """Validate the configuration and print the effective settings as YAML."""
     settings = settings_from(config)
     Console().print(
-        yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), highlight=False
+        yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), highlight=False,
+        markup=False,
     )

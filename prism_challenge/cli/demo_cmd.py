@@ -9,8 +9,9 @@ import typer
 from rich.console import Console
 
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.shared_files import example_path
 
-DEFAULT_BUNDLES = ("examples/baseline", "examples/conv_mixer")
+DEFAULT_BUNDLES = ("baseline", "conv_mixer")  # shipped examples, found in or out of a clone
 
 
 def demo(
@@ -25,7 +26,7 @@ def demo(
     from prism_challenge.validator.demo import Demo, DemoError
 
     settings = settings_from(config)
-    bundles = bundle or [Path(b) for b in DEFAULT_BUNDLES if Path(b).is_dir()]
+    bundles = bundle or [example_path(name) for name in DEFAULT_BUNDLES]
     missing = [b for b in bundles if not b.is_dir()]
     if missing or not bundles:
         fail(f"bundle directory not found: {', '.join(map(str, missing)) or 'none given'}")

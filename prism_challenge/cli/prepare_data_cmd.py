@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.cli.common import ConfigOption, fail, plain, settings_from
 
 DEFAULT_SPECS = {
     "demo": Path("data_manifests/demo.json"),
@@ -130,9 +130,9 @@ def prepare_data(
 
 def _summary(manifest, root: Path, note: str) -> None:
     console = Console(soft_wrap=True)  # hashes and paths stay whole, for copy and paste
-    label = "[bold yellow]DEMO[/] " if manifest.is_demo else ""
-    console.print(f"{label}{manifest.name} at {root}", highlight=False)
-    console.print(f"corpus: {manifest.corpus} ({manifest.label})", highlight=False)
+    label = plain("DEMO ", "bold yellow") if manifest.is_demo else plain("")
+    console.print(label + plain(f"{manifest.name} at {root}"), highlight=False)
+    console.print(plain(f"corpus: {manifest.corpus} ({manifest.label})"), highlight=False)
     console.print(f"data version (MANIFEST sha256): {manifest.sha256}", highlight=False)
     console.print(
         f"tokenizer: vocab {manifest.vocab_size}, separator id {manifest.separator_id}, "
@@ -149,7 +149,7 @@ def _summary(manifest, root: Path, note: str) -> None:
             str(len(split.shards)),
         )
     console.print(table)
-    console.print(note, highlight=False)
+    console.print(plain(note), highlight=False)
 
 
 def main() -> None:

@@ -1,20 +1,38 @@
-"""`prism submit`: check a bundle locally, sign it with the miner's hotkey, upload it.
+"""`prism submit`: check a bundle, commit it on the subnet, upload it to every validator.
 
-Everything that can be checked before the upload is (bundle rules, wallet), so a miner sees
-the same rule ids the validator would answer with, without spending a request.
+Everything that can be checked before spending a commitment is (bundle rules, wallet), so
+a miner sees the same rule ids the validator would answer with. The commitment (hotkey +
+bundle digest, on chain or in the local ledger) comes first: it fixes the bundle's
+precedence before any validator has seen the code. Then the bundle goes to every validator
+with a permit and a published address (or to `--url`), each request signed for that
+validator's hotkey, and each validator's answer is reported.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from prism_challenge.bundle import Bundle, BundleError
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.intake.schemas import SubmissionView
-from prism_challenge.submit import SubmissionClient, SubmitError, WalletError, load_hotkey
+from prism_challenge.cli.common import (
+    ConfigOption,
+    NetuidOption,
+    NetworkOption,
+    WalletHotkeyOption,
+    WalletNameOption,
+    WalletPathOption,
+    fail,
+    settings_from,
+    with_chain_flags,
+)
+
+if TYPE_CHECKING:  # bittensor and the client come with the miner extra: imported on use
+    from prism_challenge.chain.factory import ChainAccess
+    from prism_challenge.chain.subnet import Commitment, Endpoint
+    from prism_challenge.intake.schemas import Receipt, SubmissionView
+    from prism_challenge.submit import SubmissionClient
 
 
 def _describe(view: SubmissionView) -> str:
@@ -30,74 +48,141 @@ def _describe(view: SubmissionView) -> str:
     return text
 
 
+def _commit(chain: ChainAccess, wallet, bundle: Bundle) -> Commitment:
+    """The hotkey's commitment to this bundle; an identical latest one is reused."""
+    from prism_challenge.chain.subnet import commitment_value
+
+    hotkey = wallet.hotkey.ss58_address
+    value = commitment_value(hotkey, bundle.digest)
+    seen = chain.subnet.latest_commitment(hotkey)
+    if seen is not None and seen.value == value:
+        typer.echo(f"bundle {bundle.digest[:16]} already committed at block {seen.block}")
+        return seen
+    made = chain.subnet.commit(wallet, value)
+    typer.echo(f"bundle {bundle.digest[:16]} committed at block {made.block} ({value})")
+    return made
+
+
+def _targets(chain: ChainAccess, url: str | None, netuid: int) -> list[Endpoint | str]:
+    if url is not None:
+        return [url]
+    found = chain.subnet.validators()
+    if not found:
+        fail(f"no validator on netuid {netuid} has a permit and a published address; "
+             "pass --url to send to one you know", code=1)
+    return list(found)
+
+
 def submit(
     bundle_dir: Annotated[
         Path, typer.Argument(help="Directory with architecture.py, training.py [, prism.toml].")
     ],
     url: Annotated[
         str | None,
-        typer.Option("--url", help="Validator API base URL (default: intake.host:intake.port)."),
+        typer.Option("--url", help="Send to this validator only (default: every validator "
+                     "with a permit and a published address)."),
     ] = None,
-    wallet_name: Annotated[str | None, typer.Option("--wallet.name", help="Wallet name.")] = None,
-    wallet_hotkey: Annotated[
-        str | None, typer.Option("--wallet.hotkey", help="Hotkey that signs.")
-    ] = None,
-    wallet_path: Annotated[
-        str | None, typer.Option("--wallet.path", help="Wallets directory.")
-    ] = None,
-    netuid: Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")] = None,
+    wallet_name: WalletNameOption = None,
+    wallet_hotkey: WalletHotkeyOption = None,
+    wallet_path: WalletPathOption = None,
+    netuid: NetuidOption = None,
+    network: NetworkOption = None,
     wait: Annotated[
-        bool, typer.Option("--wait", help="Follow the submission until it is final.")
+        bool, typer.Option("--wait", help="Follow each submission until it is final.")
     ] = False,
     wait_timeout: Annotated[
-        float, typer.Option("--wait-timeout", help="Seconds --wait follows it at most.")
+        float, typer.Option("--wait-timeout", help="Seconds --wait follows one at most.")
     ] = 7200.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 5.0,
     config: ConfigOption = None,
 ) -> None:
-    """Sign a bundle with your hotkey and submit it to a validator; prints the submission id."""
-    settings = settings_from(config)
+    """Commit a bundle with your hotkey and submit it to the subnet's validators."""
+    import bittensor
+
+    from prism_challenge.chain.factory import connect
+    from prism_challenge.chain.metagraph import MetagraphFileError
+    from prism_challenge.chain.subtensor import ChainUnavailable
+    from prism_challenge.submit import WalletError, load_wallet
+
+    settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
+                                wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
+                                wallet_path=wallet_path)
     try:
         bundle = Bundle.from_dir(bundle_dir)
     except BundleError as exc:
         fail(f"bundle refused before upload [{exc.rule}]: {exc}")
     try:
-        signer = load_hotkey(
-            wallet_name or settings.wallet.name,
-            wallet_hotkey or settings.wallet.hotkey,
-            wallet_path or settings.wallet.path,
-        )
+        wallet = load_wallet(settings.wallet.name, settings.wallet.hotkey, settings.wallet.path)
     except WalletError as exc:
         fail(str(exc))
-    base_url = url or f"http://{settings.intake.host}:{settings.intake.port}"
-    chosen_netuid = settings.chain.netuid if netuid is None else netuid
-    with SubmissionClient(base_url, netuid=chosen_netuid, signer=signer) as client:
+    try:
+        chain = connect(settings)
+    except MetagraphFileError as exc:
+        fail(str(exc))
+    try:
+        _commit(chain, wallet, bundle)
+        targets = _targets(chain, url, settings.chain.netuid)
+    except ChainUnavailable as exc:
+        fail(f"the chain cannot be reached: {exc}", code=1)
+    except bittensor.BittensorError as exc:  # the chain's refusal (not registered, quota)
+        fail(f"the commitment was refused: {exc}", code=1)
+    finally:
+        chain.close()
+    accepted = _upload(bundle, wallet, targets)
+    if accepted and wait:
+        finals = [_follow(client, receipt, poll, wait_timeout) for client, receipt in accepted]
+    else:
+        finals = []
+    for client, _ in accepted:
+        client.close()
+    if len(accepted) < len(targets) or any(status != "scored" for status in finals):
+        raise typer.Exit(1)
+
+
+def _upload(bundle: Bundle, wallet, targets: list[Endpoint | str]
+            ) -> list[tuple[SubmissionClient, Receipt]]:
+    from prism_challenge.submit import SubmissionClient, SubmitError
+
+    accepted = []
+    for target in targets:
+        base, receiver = (target, None) if isinstance(target, str) else (target.url,
+                                                                          target.hotkey)
+        client = SubmissionClient(base, signer=wallet, receiver=receiver)
         try:
             receipt = client.submit(bundle)
         except SubmitError as exc:
-            fail(f"the validator refused the submission: {exc}", code=1)
+            typer.echo(f"{base}: refused: {exc}", err=True)
+            client.close()
+            continue
         verb = "was already submitted as" if receipt.idempotent else "accepted as"
-        typer.echo(
-            f"bundle {receipt.digest[:16]} {verb} submission {receipt.id} "
-            f"(status {receipt.status}, hotkey {receipt.hotkey})"
-        )
-        try:
-            brief = client.program_brief()
-        except SubmitError as exc:
-            typer.echo(f"(the research brief could not be fetched: {exc})")
-            brief = None
-        if brief:
-            typer.echo("\n--- the validator's research brief (program.md) ---\n" + brief)
-        if not wait:
-            return
-        try:
-            final = client.wait(
-                receipt.id,
-                poll_s=poll,
-                timeout_s=wait_timeout,
-                on_change=lambda view: typer.echo(_describe(view)),
-            )
-        except SubmitError as exc:
-            fail(str(exc), code=1)
-    if final.status != "scored":
-        raise typer.Exit(1)
+        typer.echo(f"{base}: bundle {receipt.digest[:16]} {verb} submission {receipt.id} "
+                   f"(status {receipt.status}, block {receipt.block}, hotkey {receipt.hotkey})")
+        if not accepted:
+            _print_brief(client, receipt.hotkey)
+        accepted.append((client, receipt))
+    return accepted
+
+
+def _print_brief(client: SubmissionClient, hotkey: str) -> None:
+    from prism_challenge.submit import SubmitError
+
+    try:
+        brief = client.program_brief(hotkey=hotkey)
+    except SubmitError as exc:
+        typer.echo(f"(the research brief could not be fetched: {exc})")
+        return
+    if brief:
+        typer.echo("\n--- the validator's research brief (program.md) ---\n" + brief)
+
+
+def _follow(client: SubmissionClient, receipt: Receipt, poll: float, timeout: float) -> str:
+    from prism_challenge.submit import SubmitError
+
+    try:
+        final = client.wait(receipt.id, poll_s=poll, timeout_s=timeout,
+                            on_change=lambda view: typer.echo(
+                                f"{client.base_url}: {_describe(view)}"))
+    except SubmitError as exc:
+        typer.echo(f"{client.base_url}: {exc}", err=True)
+        return "unknown"
+    return final.status

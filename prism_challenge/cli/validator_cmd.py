@@ -3,52 +3,74 @@ dry-run weight epochs) until SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.logging import RichHandler
 
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.config.settings import Settings
+from prism_challenge.cli.common import (
+    ConfigOption,
+    NetuidOption,
+    NetworkOption,
+    WalletHotkeyOption,
+    WalletNameOption,
+    WalletPathOption,
+    fail,
+    settings_from,
+    with_chain_flags,
+)
 
 
-def with_chain_flags(settings: Settings, *, netuid: int | None, network: str | None,
-                     wallet_name: str | None, wallet_hotkey: str | None,
-                     wallet_path: str | None, port: int | None = None) -> Settings:
-    """Bittensor-style flags win over the config file and the environment."""
-    def pick(**values):
-        return {k: v for k, v in values.items() if v is not None}
-
-    return settings.model_copy(update={
-        "chain": settings.chain.model_copy(update=pick(netuid=netuid, network=network)),
-        "wallet": settings.wallet.model_copy(
-            update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
-        "intake": settings.intake.model_copy(update=pick(port=port)),
-    })
+class LogFormat(StrEnum):
+    auto = "auto"
+    json = "json"
+    text = "text"
 
 
-def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-        datefmt="[%X]", handlers=[RichHandler(show_path=False, rich_tracebacks=True)],
-        force=True,
-    )
+class JsonLines(logging.Formatter):
+    """One JSON object a line: what a log collector parses without guessing where a wrapped
+    message ends (rich wraps at 80 columns when no terminal tells it the width)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 3), "level": record.levelname.lower(),
+               "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup_logging(verbose: bool = False, log_format: str = "auto") -> None:
+    """`text` (rich, for a person at a terminal) or `json` lines; `auto` picks text on a
+    terminal and JSON otherwise (a service manager, a container, a file)."""
+    if log_format == "auto":
+        log_format = "text" if sys.stderr.isatty() else "json"
+    if log_format == "json":
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonLines())
+    else:
+        handler = RichHandler(show_path=False, rich_tracebacks=True)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+                        datefmt="[%X]", handlers=[handler], force=True)
     for noisy in ("httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def validator(
     config: ConfigOption = None,
-    netuid: Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")] = None,
-    network: Annotated[
-        str | None, typer.Option("--subtensor.network", help="finney, test, local or ws://...")
-    ] = None,
-    wallet_name: Annotated[str | None, typer.Option("--wallet.name")] = None,
-    wallet_hotkey: Annotated[str | None, typer.Option("--wallet.hotkey")] = None,
-    wallet_path: Annotated[str | None, typer.Option("--wallet.path")] = None,
+    netuid: NetuidOption = None,
+    network: NetworkOption = None,
+    wallet_name: WalletNameOption = None,
+    wallet_hotkey: WalletHotkeyOption = None,
+    wallet_path: WalletPathOption = None,
     port: Annotated[int | None, typer.Option("--port", help="Intake API port.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    log_format: Annotated[LogFormat, typer.Option(
+        "--log-format", help="auto: text on a terminal, JSON lines otherwise.")
+    ] = LogFormat.auto,
 ) -> None:
     """Run the validator: intake API, gates, sandboxed evaluation, weight epochs."""
     from prism_challenge.data import DataInputError, DataIntegrityError
@@ -57,7 +79,7 @@ def validator(
     settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
                                 wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
                                 wallet_path=wallet_path, port=port)
-    setup_logging(verbose)
+    setup_logging(verbose, log_format.value)
     try:
         node = ValidatorNode(settings)
     except (DataInputError, DataIntegrityError, FileNotFoundError) as exc:

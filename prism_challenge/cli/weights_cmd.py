@@ -1,7 +1,12 @@
 """`prism weights`: print the weights this validator would set (dry run), or set them.
 
 Setting on chain needs both `--set` and `weights.dry_run: false` (and `chain.mode: online`
-with a wallet); without them the command only reads the store and the metagraph.
+with a wallet); without them the command only reads the store and the metagraph. With
+them it goes through the same `WeightSetter` as the validator's epochs: the subnet's rate
+limit, version key and commit-reveal setting are respected. Flags follow btcli 11.
+
+The weights and chain modules need bittensor (the validator extra): they are imported when
+the command runs, so the base CLI loads without them.
 """
 
 from __future__ import annotations
@@ -9,44 +14,50 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
-from prism_challenge.chain.metagraph import (
-    BittensorMetagraph,
-    MetagraphFileError,
-    MetagraphView,
-    StaticMetagraph,
+from prism_challenge.cli.common import (
+    ConfigOption,
+    NetuidOption,
+    NetworkOption,
+    WalletHotkeyOption,
+    WalletNameOption,
+    WalletPathOption,
+    fail,
+    settings_from,
+    with_chain_flags,
 )
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
 from prism_challenge.config import Settings
 from prism_challenge.storage import Store
-from prism_challenge.weights.chain import WeightsLocked, check_unlocked, set_on_chain
-from prism_challenge.weights.plan import WeightPlan, load_plan
-from prism_challenge.weights.research import registry_credit
+
+if TYPE_CHECKING:
+    from prism_challenge.chain.factory import ChainAccess
+    from prism_challenge.weights.plan import WeightPlan
 
 
-def _metagraph(settings: Settings, err: Console) -> MetagraphView:
+def _chain(settings: Settings, err: Console) -> ChainAccess:
+    from prism_challenge.chain.factory import connect
+    from prism_challenge.chain.metagraph import MetagraphFileError
+
     chain = settings.chain
-    if chain.mode == "online":
-        try:
-            return BittensorMetagraph(chain.netuid, chain.network)
-        except Exception as exc:  # any failure to reach the chain is the operator's to see
-            fail(f"cannot sync the metagraph of netuid {chain.netuid} on {chain.network}: {exc}")
-    if chain.metagraph_file is None:
+    if chain.mode == "local" and chain.metagraph_file is None:
         err.print(
             "[yellow]warning:[/] chain.metagraph_file is not set: no hotkey maps to a uid, "
             "so the whole weight goes to the burn uid"
         )
-        return StaticMetagraph.of([], allow_any=chain.allow_any_hotkey)
     try:
-        return StaticMetagraph.from_file(chain.metagraph_file, allow_any=chain.allow_any_hotkey)
+        access = connect(settings)
     except MetagraphFileError as exc:
         fail(str(exc))
+    if access.metagraph.stale:
+        access.close()
+        fail(f"cannot read the metagraph of netuid {chain.netuid} on {chain.network}")
+    return access
 
 
 def _research_credit(path: Path | None) -> dict[str, float]:
@@ -96,6 +107,11 @@ def _table(plan: WeightPlan) -> Table:
 
 def weights(
     config: ConfigOption = None,
+    netuid: NetuidOption = None,
+    network: NetworkOption = None,
+    wallet_name: WalletNameOption = None,
+    wallet_hotkey: WalletHotkeyOption = None,
+    wallet_path: WalletPathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
     corpus: Annotated[
         str | None, typer.Option(help="Corpus to rank (default: the one scored most recently).")
@@ -112,15 +128,26 @@ def weights(
     ] = False,
 ) -> None:
     """Show the weights this validator would set (uids, u16 values, hotkeys, why)."""
-    settings = settings_from(config)
+    from prism_challenge.chain.wallet import WalletError, load_wallet
+    from prism_challenge.weights.chain import WeightSetter, WeightsLocked, check_unlocked
+    from prism_challenge.weights.plan import load_plan
+    from prism_challenge.weights.research import registry_credit
+
+    settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
+                                wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
+                                wallet_path=wallet_path)
     err = Console(stderr=True)
+    wallet = None
     if set_weights:
         try:
             check_unlocked(settings, confirm=True)
-        except WeightsLocked as exc:
+            wallet = load_wallet(settings.wallet.name, settings.wallet.hotkey,
+                                 settings.wallet.path)
+        except (WeightsLocked, WalletError) as exc:
             fail(f"not setting weights: {exc}")
     credit = _research_credit(research_credits)
-    metagraph = _metagraph(settings, err)
+    access = _chain(settings, err)
+    metagraph = access.metagraph
     store = _open_store(settings.storage.url)
     try:
         if research_credits is None:
@@ -142,10 +169,12 @@ def weights(
             out.print(f"leader: submission {plan.leader.submission_id} of {plan.leader.hotkey}")
         for x in plan.excluded:
             out.print(f"excluded: {x.hotkey}: {x.reason}", highlight=False)
-    if set_weights:
-        try:
-            err.print(set_on_chain(plan, settings, confirm=True))
-        except WeightsLocked as exc:
-            fail(f"not setting weights: {exc}")
-        except Exception as exc:  # the chain's refusal, with its own message
-            fail(f"setting weights failed: {exc}", code=1)
+    try:
+        if wallet is not None and access.client is not None:
+            setter = WeightSetter(access.client, wallet, settings, status=access.status)
+            outcome = setter.offer(plan, metagraph)
+            err.print(f"weights: {outcome.outcome}: {outcome.message}", highlight=False)
+            if not outcome.sent:
+                raise typer.Exit(1)
+    finally:
+        access.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from prism_challenge.config.settings import Settings
 
@@ -34,19 +35,34 @@ def load_settings(path: Path | str | None = None) -> Settings:
         source = str(path)
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not UTF-8 text") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections")
-        document = loaded
+        document = _read_yaml(path)
     try:
         return Settings(**document)
     except ValidationError as exc:
         reasons = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"{source}: {reasons}") from None
+    except SettingsError as exc:  # a PRISM_<SECTION> variable that is not valid JSON
+        raise ConfigError(
+            f"environment: {exc} (a whole-section PRISM_<SECTION> variable must be a JSON "
+            "object; set one key with PRISM_<SECTION>__<KEY>)"
+        ) from None
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except (RecursionError, ValueError) as exc:
+        # PyYAML recurses per nesting level and builds ints of any length.
+        raise ConfigError(f"{path}: cannot be read as YAML: {type(exc).__name__}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    odd = [key for key in loaded if not isinstance(key, str)]
+    if odd:
+        raise ConfigError(f"{path}: {odd[0]!r}: unknown key (section names are strings)")
+    return loaded

@@ -31,7 +31,31 @@ class ChainSettings(Section):
     mode: Literal["local", "online"] = "local"
     metagraph_file: Path | None = None
     allow_any_hotkey: bool = True
-    sync_interval_s: float = Field(300.0, gt=0)
+    local_ledger: Path = Path("prism-data/local-chain.db")
+    refresh_blocks: int = Field(5, ge=1)
+    poll_s: float = Field(12.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    period_blocks: int = Field(16, ge=4, le=4096)
+    retries: int = Field(3, ge=0, le=20)
+    backoff_s: float = Field(2.0, ge=0)
+    commitment_wait_s: float = Field(36.0, ge=0, le=600)
+    serve_address: str | None = None
+
+    @model_validator(mode="after")
+    def _serve_address_is_ip_port(self) -> ChainSettings:
+        if self.serve_address is not None:
+            import ipaddress
+
+            host, _, port = self.serve_address.rpartition(":")
+            try:
+                ipaddress.ip_address(host.strip("[]"))
+                ok = 0 < int(port) < 65536
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"chain.serve_address must be ip:port (a public IP address, "
+                                 f"not a name), not {self.serve_address!r}")
+        return self
 
 
 class WalletSettings(Section):
@@ -93,6 +117,7 @@ class GatesSettings(Section):
 
     duplicate_threshold: float = Field(0.85, gt=0, le=1)
     batch_size: int = Field(32, ge=1)
+    settle_s: float = Field(0.0, ge=0, le=3600)
 
 
 class SandboxSettings(Section):
@@ -110,6 +135,21 @@ class SandboxSettings(Section):
     gpus: list[str] = Field(default_factory=list)
 
 
+class EarlyStopSettings(Section):
+    """Stopping, at fixed checkpoints, a run that can no longer take the lead."""
+
+    enabled: bool = True
+    checkpoints: list[float] = Field(default_factory=lambda: [0.2, 0.4, 0.6, 0.8])
+    max_gain: float = Field(0.5, gt=0, lt=1)
+    recent: float = Field(0.05, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _fractions(self) -> EarlyStopSettings:
+        if any(not 0 < f < 1 for f in self.checkpoints):
+            raise ValueError("scoring.early_stop.checkpoints must be fractions in (0, 1)")
+        return self
+
+
 class ScoringSettings(Section):
     epsilon_bpb: float = Field(0.001, ge=0)
     dethrone_margin: float = Field(0.005, ge=0, lt=1)
@@ -123,6 +163,7 @@ class ScoringSettings(Section):
     heldout_positions: int = Field(1536, ge=16)
     heldout_twin_positions: int = Field(384, ge=16)
     heldout_cuts_per_row: int = Field(8, ge=1)
+    early_stop: EarlyStopSettings = Field(default_factory=EarlyStopSettings)
 
     @model_validator(mode="after")
     def _gap_thresholds_ordered(self) -> ScoringSettings:
@@ -152,8 +193,8 @@ class VerificationSettings(Section):
 class WeightsSettings(Section):
     dry_run: bool = True
     burn_uid: int = Field(0, ge=0)
-    winner_share: float = Field(1.0, ge=0, le=1)
-    research_share: float = Field(0.0, ge=0, le=1)
+    winner_share: float = Field(0.9, ge=0, le=1)
+    research_share: float = Field(0.1, ge=0, le=1)
 
     @model_validator(mode="after")
     def _shares_fit(self) -> WeightsSettings:
@@ -190,7 +231,11 @@ class RegistrySettings(Section):
     canary_n: int = Field(20, ge=1)
     checkpoint_every: int = Field(100, ge=1)
     credit_window: int = Field(500, ge=1)
+    credit_cap: float = Field(25.0, gt=0)
     max_proposals: int = Field(5, ge=1)
+    cycle_scored: int = Field(50, ge=0)
+    populations: int = Field(3, ge=1, le=8)
+    population_epoch_blocks: int = Field(360, ge=1)
 
     @model_validator(mode="after")
     def _ordered_bounds(self) -> RegistrySettings:
@@ -216,6 +261,7 @@ class ValidatorSettings(Section):
     epoch_s: float = Field(60.0, gt=0)
     poll_s: float = Field(1.0, gt=0)
     work_dir: Path = Path("prism-data/runs")
+    update_check: bool = True
 
 
 class RaySettings(Section):

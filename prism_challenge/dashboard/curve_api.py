@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import ApiError, ErrorBody
+from prism_challenge.api.params import SubmissionId
 from prism_challenge.dashboard.records import RecordCache
 from prism_challenge.storage.tables import Submission
 
@@ -43,7 +44,7 @@ def build(deps: ApiDeps) -> APIRouter:
         response_model=CurveOut,
         responses={404: {"model": ErrorBody}},
     )
-    def curve(submission_id: int) -> CurveOut:
+    def curve(submission_id: SubmissionId) -> CurveOut:
         """bpb per batch and the running prequential bpb over the scored tokens consumed, at
         most `dashboard.curve_points` points (consecutive batches merged exactly)."""
         with deps.store.session() as session:

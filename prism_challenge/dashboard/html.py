@@ -38,6 +38,7 @@ nav a{margin-right:14px}
 .pairs th{width:180px}
 .counts{display:flex;gap:10px;flex-wrap:wrap;margin-bottom:8px}
 .chart{max-width:100%;height:auto;font-size:11px}.chart .axis{font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:8px}
 .chart .tick{fill:#555}.chart .legend{font-size:12px}
 """
 
@@ -117,6 +118,7 @@ def page(title: str, body: str, *, meta: str = "", refresh_s: int = 0) -> str:
         for href, text in (
             ("/", "Overview"),
             ("/v1/program.md", "program.md"),
+            ("/dashboard/journal", "journal"),
             ("/metrics", "metrics"),
             ("/docs", "API"),
         )

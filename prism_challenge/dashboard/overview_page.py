@@ -74,6 +74,15 @@ def leaderboard_html(view: Overview) -> str:
               f'<span class="reason">{esc(e.reason)}</span>'] for e in board.ineligible],
             numeric=(2,),
         ))
+    if board.censored:
+        parts.append("<h3>Censored: stopped early (latest per hotkey)</h3>")
+        parts.append(table(
+            ["submission", "hotkey", "bpb at least", "why"],
+            [[submission_link(e.submission_id, e.name) + " " + badge("censored", "warn"),
+              hotkey(e.hotkey), "≥ " + num(e.bpb),
+              '<span class="reason">stopped at a checkpoint: it could no longer beat the '
+              "leader by the dethrone margin</span>"] for e in board.censored],
+        ))
     return "".join(parts)
 
 
@@ -126,8 +135,21 @@ def weights_html(view: Overview) -> str:
     return head + rows + excluded
 
 
+def credit_share_html(view: Overview) -> str:
+    """Each hotkey's share of the research pot (the weights plan pays research_share x it)."""
+    rows = [[hotkey(hk), f"{share:.2%}"] for hk, share in
+            sorted(view.research_credit.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return "<h3>Research credit</h3>" + table(
+        ["hotkey", "share of the research pot"], rows, numeric=(1,),
+        empty="no research credit in the window (or weights.research_share is 0)",
+    )
+
+
 def registry_html(view: Overview) -> str:
-    brief = f'<p>{link("/v1/program.md", "program.md")}: the brief miners get.</p>'
+    brief = (f'<p>{link("/v1/program.md", "program.md")}: the brief miners get '
+             f'(per hotkey: /v1/program.md?hotkey=…); {link("/dashboard/journal", "journal")}: '
+             "research cycles, notes, and research credit per hotkey.</p>")
+    brief += credit_share_html(view)
     if not view.hypotheses:
         return brief + (
             '<p class="muted">no hypotheses yet (the registry seeds them on first use)</p>'

@@ -8,19 +8,23 @@ single session its route opens and returns plain frozen values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
+from prism_challenge.dashboard.journal_page import JournalView
 from prism_challenge.dashboard.records import RunDigest
+from prism_challenge.registry.credit import credit_table
+from prism_challenge.registry.service import journal_page, read_state
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage.lifecycle import FINAL, Status
 from prism_challenge.storage.tables import RegistryHypothesis, Score, Submission
 from prism_challenge.weights.plan import WeightPlan, build_plan
+from prism_challenge.weights.research import session_credit
 
 OPEN = tuple(s.value for s in Status if s not in FINAL)
 _ROW_COLUMNS = (
@@ -64,6 +68,7 @@ class Overview:
     plan_error: str | None
     queue: list[SubmissionRow]  # open ones oldest first, then the latest final ones
     hypotheses: list[dict]  # the registry's materialised rows (posteriors panel input)
+    research_credit: dict[str, float] = field(default_factory=dict)  # hotkey -> pot share
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,14 @@ def load_overview(
     queue_rows: int = 200,
 ) -> Overview:
     """Everything the overview page shows; the scored entries are read once for both the
-    leaderboard and the weights plan."""
+    leaderboard and the weights plan. `research_credit` defaults to the registry's stored
+    credit (read in this transaction, and only when `weights.research_share > 0`)."""
+    credit_error = None
+    if research_credit is None:
+        try:
+            research_credit = session_credit(session, settings)
+        except ValueError as exc:  # e.g. a ledger the registry refuses to replay
+            research_credit, credit_error = {}, f"research credit unavailable: {exc}"
     entries = load_entries(session)
     board = build_leaderboard(
         entries,
@@ -140,6 +152,8 @@ def load_overview(
         )
     except ValueError as exc:  # a misconfigured burn uid: show it, keep the rest of the page
         plan_error = str(exc)
+    if credit_error is not None:  # a plan without the research share would be wrong
+        plan, plan_error = None, credit_error
     hypotheses = [
         r.detail
         for r in session.execute(select(RegistryHypothesis).order_by(RegistryHypothesis.id))
@@ -153,7 +167,25 @@ def load_overview(
         plan_error=plan_error,
         queue=load_queue(session, queue_rows),
         hypotheses=hypotheses,
+        research_credit=dict(research_credit or {}),
     )
+
+
+def load_journal(session: Session, settings: Settings, *, offset: int, limit: int
+                 ) -> JournalView:
+    """The journal page: entries from the store, credit and notes from the registry's stored
+    state (read as it is; nothing is seeded)."""
+    total, entries = journal_page(session, offset=offset, limit=limit)
+    try:
+        state, error = read_state(session, settings.registry), None
+    except ValueError as exc:  # a ledger the registry refuses to replay: show the journal
+        state, error = None, f"registry state unavailable: {exc}"
+    credit = [] if state is None else credit_table(state, settings.registry)
+    notes = {} if state is None else {
+        hid: (state.hypotheses[hid].statement, items) for hid, items in state.notes.items()
+    }
+    return JournalView(total=total, offset=offset, entries=entries, credit=credit,
+                       credit_cap=settings.registry.credit_cap, notes=notes, error=error)
 
 
 def load_submission(session: Session, submission_id: int) -> SubmissionHead | None:

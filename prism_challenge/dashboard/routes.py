@@ -6,20 +6,24 @@ Read-only HTML, one store session per page, no scripts (the page reloads itself 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.params import CorpusQuery, SubmissionId
 from prism_challenge.dashboard.cluster_panel import cluster_html
 from prism_challenge.dashboard.html import esc, page, section
+from prism_challenge.dashboard.journal_page import PAGE, render_journal
 from prism_challenge.dashboard.overview_page import render_overview
-from prism_challenge.dashboard.queries import SubmissionView, load_overview, load_submission
+from prism_challenge.dashboard.queries import (
+    SubmissionView,
+    load_journal,
+    load_overview,
+    load_submission,
+)
 from prism_challenge.dashboard.records import RecordCache
 from prism_challenge.dashboard.submission_page import render_submission
-from prism_challenge.weights.research import registry_credit
 
 
 def build(deps: ApiDeps) -> APIRouter:
@@ -38,27 +42,24 @@ def build(deps: ApiDeps) -> APIRouter:
 
     @router.get("/", response_class=HTMLResponse)
     @router.get("/dashboard", response_class=HTMLResponse)
-    def overview(corpus: str | None = Query(None, max_length=32)) -> HTMLResponse:
-        # The research share's credit comes from the registry's own reads; it is {} (and
-        # reads nothing) when weights.research_share is 0, the default.
-        try:
-            credit, credit_error = registry_credit(deps.store, deps.settings), None
-        except ValueError as exc:  # e.g. a ledger the registry refuses to replay
-            credit, credit_error = {}, f"research credit unavailable: {exc}"
+    def overview(corpus: CorpusQuery = None) -> HTMLResponse:
         with deps.store.session() as session:
-            view = load_overview(
-                session, deps.settings, deps.metagraph, corpus=corpus,
-                research_credit=credit, queue_rows=cfg.queue_rows,
-            )
-        if credit_error is not None:  # a plan without the research share would be wrong
-            view = replace(view, plan=None, plan_error=credit_error)
+            view = load_overview(session, deps.settings, deps.metagraph, corpus=corpus,
+                                 queue_rows=cfg.queue_rows)
         body = render_overview(view)
         if deps.cluster is not None:
             body += cluster_html(deps.cluster())
         return HTMLResponse(page("PRISM validator", body, meta=meta(), refresh_s=cfg.refresh_s))
 
+    @router.get("/dashboard/journal", response_class=HTMLResponse)
+    def journal(offset: int = Query(0, ge=0, le=10**9)) -> HTMLResponse:
+        with deps.store.session() as session:
+            view = load_journal(session, deps.settings, offset=offset, limit=PAGE)
+        return HTMLResponse(page("Research journal", render_journal(view), meta=meta(),
+                                 refresh_s=cfg.refresh_s))
+
     @router.get("/dashboard/submissions/{submission_id}", response_class=HTMLResponse)
-    def submission(submission_id: int) -> HTMLResponse:
+    def submission(submission_id: SubmissionId) -> HTMLResponse:
         with deps.store.session() as session:
             head = load_submission(session, submission_id)
             stored = [] if head is None else records.read(session, submission_id)

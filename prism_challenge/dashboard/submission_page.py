@@ -52,6 +52,8 @@ def score_html(score: ScoreView | None) -> str:
         ("bpb", num(score.bpb, 6)),
         ("held-out Δ", num(score.heldout_delta, 6)),
         ("eligible", badge("eligible", "ok") if score.eligible else badge("not eligible", "warn")),
+        *([("censored", badge("censored: stopped early, the bpb is a lower bound", "warn"))]
+          if score.detail.get("censored") else []),
         ("reason", f'<span class="reason">{esc(score.reason)}</span>'),
     ]
     rows += [(k, esc(score.detail[k])) for k in SCORE_FIELDS if k in score.detail]
@@ -119,6 +121,27 @@ def curve_html(runs: list[RunDigest]) -> str:
     return f'<p class="muted">{esc(note)}</p>{curve_chart(curve)}'
 
 
+TELEMETRY_COLORS = ("#1f3a93", "#b42318", "#1a7f37", "#9a6700", "#6639ba", "#0e7490")
+
+
+def telemetry_html(runs: list[RunDigest]) -> str:
+    """The miner's own `ctx.log` numbers of the latest readable attempt, one small chart per
+    name (their scales differ: a loss, a learning rate). Shown, never scored."""
+    latest = next((r for r in reversed(runs) if r.record is not None), None)
+    series = latest.record.telemetry_series() if latest is not None else {}
+    if not series:
+        return '<p class="muted">the training script logged nothing (ctx.log)</p>'
+    charts = [
+        line_chart([Series(name, [(float(s), v) for s, v in points],
+                           TELEMETRY_COLORS[i % len(TELEMETRY_COLORS)], 1.6)],
+                   x_label="step", y_label=name, width=380, height=200, title=name)
+        for i, (name, points) in enumerate(series.items())
+    ]
+    note = (f"attempt {latest.attempt}: reported by the training script (ctx.log), "
+            "never scored")
+    return f'<p class="muted">{esc(note)}</p><div class="charts">{"".join(charts)}</div>'
+
+
 def _probe(probe) -> str:
     if probe is None:
         return "—"
@@ -149,15 +172,13 @@ def measured_html(runs: list[RunDigest]) -> str:
             ("precision / compile", esc(f"{a.precision} / {a.compile}")),
             ("world size", str(a.world_size)),
         ]
-    checked = [x for x in rec.audits if x.ok is not None]
-    rows.append(("audited batches", f"{sum(x.ok for x in checked)} of {len(checked)} agree"
-                 + (f" ({len(rec.audits) - len(checked)} not re-computed)"
-                    if len(checked) < len(rec.audits) else "")))
+    rows.append(("kept losses", f"{rec.sample_rows} positions per batch"))
     if rec.eval is not None:
         rows += [
-            ("causality probe (trained)", _probe(rec.eval.probe_trained)),
-            ("causality probe (twin)", _probe(rec.eval.probe_twin)),
-            ("val tokens / bytes", f"{rec.eval.val_tokens:,} / {rec.eval.val_bytes:,}"),
+            ("causality screen (trained)", _probe(rec.eval.probe_trained)),
+            ("causality screen (twin)", _probe(rec.eval.probe_twin)),
+            ("held-out positions / bytes (target-absent)",
+             f"{rec.eval.val_tokens:,} / {rec.eval.val_bytes:,}"),
         ]
     if rec.limits_hit:
         rows.append(("limits hit", esc(", ".join(rec.limits_hit))))
@@ -168,6 +189,7 @@ def render_submission(view: SubmissionView) -> str:
     return "".join([
         section(f"Submission #{view.row.id}", summary_html(view)),
         section("Learning curve", curve_html(view.runs), anchor="curve"),
+        section("Telemetry", telemetry_html(view.runs), anchor="telemetry"),
         section("Score", score_html(view.score), anchor="score"),
         section("Measured", measured_html(view.runs), anchor="measured"),
         section("Runs", runs_html(view.runs), anchor="runs"),

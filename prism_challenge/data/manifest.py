@@ -68,9 +68,9 @@ class SplitInfo(_Model):
 class TokenizerInfo(FileRef):
     kind: Literal["byte-level BPE"] = "byte-level BPE"
     library: str
-    vocab_size: int
+    vocab_size: int = Field(ge=1)
     separator: str
-    separator_id: int
+    separator_id: int = Field(ge=0)
     min_frequency: int
     trained_on_documents: int
     trained_on_bytes: int
@@ -88,8 +88,8 @@ class Manifest(_Model):
     spec_sha256: str
     split_rule: str
     order_rule: str
-    vocab_size: int
-    separator_id: int
+    vocab_size: int = Field(ge=1)
+    separator_id: int = Field(ge=0)
     tokenizer_sha256: str
     tokenizer: TokenizerInfo
     byte_lengths: FileRef
@@ -129,6 +129,11 @@ class Manifest(_Model):
             ) from None
         if set(manifest.splits) != set(SPLITS):
             raise DataIntegrityError(f"{where}: splits must be {list(SPLITS)}")
+        if manifest.separator_id >= manifest.vocab_size:
+            raise DataIntegrityError(
+                f"{where}: separator_id {manifest.separator_id} is outside the vocabulary "
+                f"of {manifest.vocab_size} tokens"
+            )
         manifest._sha256 = hashlib.sha256(raw).hexdigest()
         return manifest
 
@@ -169,13 +174,16 @@ def read_manifest(root: Path, expected_sha256: str | None = None) -> Manifest:
 def verify_file(root: Path, ref: FileRef, size: int | None = None) -> Path:
     """Check one MANIFEST-listed file (size when given, then sha256); return its path."""
     path = safe_member(root, ref.file)
-    if not path.is_file():
-        raise DataIntegrityError(f"{path}: missing (listed in the MANIFEST)")
-    if size is not None and path.stat().st_size != size:
-        raise DataIntegrityError(
-            f"{path}: {path.stat().st_size} bytes, the MANIFEST says {size}: corrupted"
-        )
-    found = sha256_file(path)
+    try:
+        if not path.is_file():
+            raise DataIntegrityError(f"{path}: missing (listed in the MANIFEST)")
+        if size is not None and path.stat().st_size != size:
+            raise DataIntegrityError(
+                f"{path}: {path.stat().st_size} bytes, the MANIFEST says {size}: corrupted"
+            )
+        found = sha256_file(path)
+    except OSError as exc:  # a name too long for the file system, no permission, I/O
+        raise DataIntegrityError(f"{ref.file[:80]!r}: cannot be read: {exc.strerror}") from None
     if found != ref.sha256:
         raise DataIntegrityError(
             f"{path}: sha256 {found[:16]}… does not match the MANIFEST ({ref.sha256[:16]}…): "

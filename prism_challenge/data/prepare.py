@@ -596,7 +596,7 @@ def _build(
                     shards=shards,
                 )
             timings["shards"] = time.perf_counter() - t
-    except DataInputError:
+    except (DataInputError, ModuleNotFoundError):  # bad input or a missing extra: no resume
         shutil.rmtree(work.dir, ignore_errors=True)
         if created:
             shutil.rmtree(out, ignore_errors=True)

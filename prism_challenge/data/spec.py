@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prism_challenge.data.errors import DataInputError
+from prism_challenge.shared_files import resolve_manifest
 
 SPEC_FORMAT = "prism-data-spec/1"
 SPLITS = ("train", "val", "test")
@@ -117,28 +118,17 @@ class DataSpec(_Model):
         return self.model_copy(update={"source": source})
 
 
-def _project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def resolve_spec_path(path: Path | str) -> Path:
-    """`path` as given, or (when relative and absent) relative to the project checkout."""
-    path = Path(path)
-    if path.is_file() or path.is_absolute():
-        return path
-    candidate = _project_root() / path
-    return candidate if candidate.is_file() else path
-
-
 def load_spec(path: Path | str) -> DataSpec:
     """Read and validate a data spec; every failure is a `DataInputError` naming the file."""
-    path = resolve_spec_path(path)
+    path = resolve_manifest(path)
     if not path.is_file():
         raise DataInputError(f"{path}: data manifest not found")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataInputError(f"{path}: not a JSON document: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # deep nesting; an int past the digit limit
+        raise DataInputError(f"{path}: not a usable JSON document: {type(exc).__name__}") from None
     try:
         return DataSpec.model_validate(document)
     except ValidationError as exc:

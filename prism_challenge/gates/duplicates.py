@@ -2,20 +2,23 @@
 
 A bundle is refused when another hotkey's earlier, still-standing bundle has the same
 digest, the same normalised code, or a fingerprint at least `gates.duplicate_threshold`
-similar (Jaccard). Precedence is `accepted_at` then submission id, so the original always
-wins and its copies never outrank it. A hotkey's own earlier bundles are ignored: a
-miner iterating on their own design is the point of the subnet.
+similar (Jaccard). "Earlier" is precedence (chain/precedence.py): the commitment block,
+then the committer's uid, the same on every validator; this validator's `accepted_at` and
+the submission id only break what the chain leaves tied. So the original always wins and
+its copies never outrank it. A hotkey's own earlier bundles are ignored: a miner iterating
+on their own design is the point of the subnet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from prism_challenge.chain.precedence import precedence
 from prism_challenge.gates.fingerprint import Fingerprint
-from prism_challenge.storage.tables import BundleFingerprint
+from prism_challenge.storage.tables import BundleFingerprint, Submission
 
 
 @dataclass(frozen=True)
@@ -41,19 +44,21 @@ def find_original(
     accepted_at: float,
     fp: Fingerprint,
     threshold: float,
+    block: int | None = None,
+    uid: int | None = None,
 ) -> DuplicateMatch | None:
     """The earliest standing bundle of another hotkey that this one copies, if any."""
-    earlier = or_(
-        BundleFingerprint.accepted_at < accepted_at,
-        (BundleFingerprint.accepted_at == accepted_at)
-        & (BundleFingerprint.submission_id < submission_id),
-    )
-    rows = session.scalars(
-        select(BundleFingerprint)
-        .where(BundleFingerprint.hotkey != hotkey, BundleFingerprint.active.is_(True), earlier)
-        .order_by(BundleFingerprint.accepted_at, BundleFingerprint.submission_id)
-    )
-    for row in rows:
+    mine = precedence(block, uid, accepted_at, submission_id)
+    rows = session.execute(
+        select(BundleFingerprint, Submission.block, Submission.uid)
+        .join(Submission, Submission.id == BundleFingerprint.submission_id)
+        .where(BundleFingerprint.hotkey != hotkey, BundleFingerprint.active.is_(True))
+    ).all()
+    ordered = sorted(((precedence(b, u, row.accepted_at, row.submission_id), row)
+                      for row, b, u in rows), key=lambda pair: pair[0])
+    for key, row in ordered:
+        if key >= mine:
+            break
         if row.digest == digest or row.exact == fp.exact:
             return DuplicateMatch(row.submission_id, row.hotkey, 1.0, exact=True)
         similarity = fp.similarity(Fingerprint(frozenset(row.shingles), row.exact))

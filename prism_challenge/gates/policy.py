@@ -1,24 +1,30 @@
-"""The AST policy: a static allow-list over a bundle's Python source (THREAT_MODEL A6, B2).
+"""The AST policy: a static allow-list over a bundle's Python source (THREAT_MODEL A6, B2,
+B7, B8).
 
 `check_policy` parses each script and walks it once. Imported names are resolved to their
 dotted path (`F.cross_entropy` -> `torch.nn.functional.cross_entropy`) and looked up in
-`rules.PATHS`; modules may only be used as `module.name`, so no alias can hide a denied
-entry. Everything else is a syntactic ban with a reason. A rejection here is final: the LLM
-reviewer only ever sees code this policy already allowed.
+`allowlist.PATHS`, which lists every usable module and member; modules may only be used as
+`module.name`, so no alias can hide a refused one. Everything else is a syntactic ban with a
+reason (`rules`): format strings that reach attributes, special methods and nn.Module's
+machinery defined or assigned by the bundle, introspection, monkeypatching. A rejection here
+is final: the LLM reviewer only ever sees code this policy already allowed.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
+from prism_challenge.gates import allowlist as A
 from prism_challenge.gates import rules as R
 from prism_challenge.gates.contract import ENTRY_POINTS, contract_violations
+from prism_challenge.gates.formats import format_string_problem
 from prism_challenge.gates.literals import literal_violations
 from prism_challenge.gates.surface import is_module, protected_names
 from prism_challenge.gates.violation import Violation
 
 _ATTR_BUILTINS = {"getattr", "hasattr", "setattr", "delattr"}
+_FORMAT_METHODS = frozenset({"format", "format_map"})
 # Deepest AST honest code needs is ~20; the bound keeps every later recursive walk (the
 # fingerprint) far from Python's recursion limit.
 MAX_DEPTH = 100
@@ -123,7 +129,7 @@ class _FileChecker:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     path = f"{node.module}.{alias.name}"
-                    module = not isinstance(R.lookup(path), tuple) and _is_module(path)
+                    module = not isinstance(A.lookup(path), tuple) and _is_module(path)
                     self._bind(alias.asname or alias.name, path, module=module)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defined.add(node.name)
@@ -181,16 +187,18 @@ class _FileChecker:
         return None
 
     def check_path(self, node: ast.AST, path: str, *, importing: bool) -> None:
-        verdict = R.lookup(path)
+        verdict = A.lookup(path)
         if verdict is None:
             return
         if verdict is False:
             if importing:
                 self.flag(node, R.IMPORT, (
-                    f"import of '{path}' is not allowed ({R.import_why(path)}); bundles may "
-                    f"import only: {R.ALLOWED_SUMMARY}"))
-            return  # attributes of allowed modules are allowed unless denied
+                    f"import of '{path}' is not allowed ({A.import_why(path)}); bundles may "
+                    f"import only: {A.allowed_summary()}"))
+            return  # a name from a refused import: the import is what gets reported
         rule, why = verdict
+        if rule == R.MEMBER and any(_is_private(p) or _is_dunder(p) for p in path.split(".")):
+            return  # reported as private or introspection, which says more
         self.flag(node, rule, f"'{path}' is not allowed: {why}")
 
     def _is_attribute_base(self, node: ast.AST) -> bool:
@@ -217,6 +225,15 @@ class _FileChecker:
                 self.flag(node, R.INTROSPECT, (
                     f"'.{attr}' is introspection; only super().__init__(...) may use a "
                     "double-underscore attribute"))
+        elif _is_private(attr) and _mangled_owner(attr) not in (None, *self.classes):
+            self.flag(node, R.PRIVATE, (
+                f"'.{attr}' is the private attribute of another class "
+                f"('{_mangled_owner(attr)}'); use only public APIs"))
+        elif _is_private(attr) and attr in R.HARNESS_NAMES:
+            self.flag(node, R.PRIVATE, (
+                f"'.{attr}' is nn.Module's private machinery (its hook tables, registries "
+                "and snapshot helpers), which the harness relies on; use the public API "
+                "(register_buffer, parameters(), ...)"))
         elif _is_private(attr) and base_name not in _SELF:
             self.flag(node, R.PRIVATE, (
                 f"'.{attr}' is private to its owner; use only public APIs (private "
@@ -253,6 +270,11 @@ class _FileChecker:
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         self._check_bound_name(node, node.name)
 
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case object(_secret=x)` reads attributes by name with no Attribute node.
+        for attr in node.kwd_attrs:
+            self._check_attr_name(node, None, attr)
+
     def visit_MatchAs(self, node: ast.MatchAs) -> None:
         self._check_bound_name(node, node.name)
 
@@ -260,7 +282,8 @@ class _FileChecker:
         self._check_bound_name(node, node.name)
 
     def _check_import_path(self, node: ast.AST, path: str) -> None:
-        if isinstance(R.lookup(path), tuple):  # a named denial says the most
+        verdict = A.lookup(path)
+        if isinstance(verdict, tuple) and verdict[0] != R.MEMBER:  # a named denial says most
             self.check_path(node, path, importing=True)
             return
         parts = path.split(".")
@@ -301,6 +324,8 @@ class _FileChecker:
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._check_attr_name(node, node.value, node.attr)
+        if node.attr in _FORMAT_METHODS:
+            self._check_format(node, node.value, node.attr)
         base = node.value
         if isinstance(base, ast.Name) and base.id in self.classes and node.attr in self.methods:
             parent = self.parent.get(node)
@@ -316,7 +341,7 @@ class _FileChecker:
             path = self.resolve(node)
             if path is not None:
                 self.check_path(node, path, importing=False)
-                denied = isinstance(R.lookup(path), tuple)  # already reported; not resolved
+                denied = isinstance(A.lookup(path), tuple)  # already reported; not resolved
                 if not denied and _is_module(path) and not self._is_attr_builtin_base(node):
                     self.flag(node, R.MODULE_ALIAS, (
                         f"the module '{path}' may only be used as {path}.<name>, not passed "
@@ -349,6 +374,10 @@ class _FileChecker:
         ):
             self.flag(node, R.ATTR_ASSIGN, (
                 f"{name}() on anything but self can monkeypatch modules or the harness"))
+        elif name in ("setattr", "delattr") and attr in R.HARNESS_NAMES:
+            self._flag_harness_name(node, attr, "setting")
+        if attr in _FORMAT_METHODS:
+            self._check_format(node, base, attr)
         self._check_attr_name(node, base, attr)
         path = self.resolve(base)
         if path is not None:
@@ -396,6 +425,28 @@ class _FileChecker:
             self.flag(target, R.ATTR_ASSIGN, (
                 f"assigning to an attribute of {what} is monkeypatching; assign only to "
                 "self.<name> or to objects you created"))
+        elif isinstance(target, ast.Attribute) and target.attr in R.HARNESS_NAMES:
+            self._flag_harness_name(target, target.attr, "assigning")
+
+    def _flag_harness_name(self, node: ast.AST, name: str, doing: str) -> None:
+        self.flag(node, R.OVERRIDE, (
+            f"{doing} '{name}' replaces torch machinery (nn.Module, Optimizer) that the "
+            "harness uses to snapshot, load, count, move, call or record a model; pick "
+            "another name (a model defines forward(), an optimiser step())"))
+
+    def _check_format(self, node: ast.AST, base: ast.AST, method: str) -> None:
+        if not (isinstance(base, ast.Constant) and isinstance(base.value, str)):
+            self.flag(node, R.FORMAT, (
+                f"'.{method}' on a format string that is not a literal could reach "
+                "attributes and indexes of its arguments; use an f-string or a literal "
+                "format string"))
+            return
+        problem = format_string_problem(base.value)
+        if problem is not None:
+            self.flag(node, R.FORMAT, (
+                f"format string {problem}: format fields that reach attributes or indexes "
+                "run lookups the policy cannot see; format plain values ('{}', '{:.3f}') "
+                "or use an f-string"))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
@@ -404,13 +455,23 @@ class _FileChecker:
                 self.flag(node, R.TENSOR_SUBCLASS, (
                     f"subclassing {path} can intercept the harness's ops; wrap tensors in an "
                     "nn.Module instead"))
+            if not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)):
+                self.flag(base, R.DYNAMIC, (
+                    "a class base must name a class (Base or module.Base), not be computed"))
         for kw in node.keywords:
             if kw.arg == "metaclass":
                 self.flag(node, R.DYNAMIC, "metaclasses are not needed by a model")
+            else:
+                self.flag(node, R.DYNAMIC, (
+                    "class keywords go to metaclasses and __init_subclass__ hooks, which a "
+                    "model does not need"))
+        for bound, name in _class_bindings(node):
+            if name in R.HARNESS_NAMES:
+                self._flag_harness_name(bound, name, "defining")
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if node.name in R.DUNDER_DEFS:
-            rule, why = R.DUNDER_DEFS[node.name]
+        if _is_dunder(node.name) and node.name not in R.ALLOWED_DUNDER_DEFS:
+            rule, why = R.DUNDER_DEFS.get(node.name, (R.OVERRIDE, R.IMPLICIT_WHY))
             self.flag(node, rule, f"defining '{node.name}' is not allowed: {why}")
         self._check_self_params(node)
 
@@ -446,8 +507,43 @@ class _FileChecker:
     visit_Nonlocal = visit_Global
 
 
+def _mangled_owner(name: str) -> str | None:
+    """'TrainContext' for '_TrainContext__core' (a name mangled by its class), else None."""
+    owner, sep, rest = name[1:].partition("__")
+    if name.startswith("__") or not sep or not rest or not owner.isidentifier():
+        return None
+    return owner
+
+
 def _is_module(path: str) -> bool:
-    return path in R.MODULES or is_module(path)
+    return A.is_allowed_module(path) or is_module(path)
+
+
+def _class_bindings(node: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
+    """Every name the class body binds (methods, class attributes, loop and import names,
+    `__slots__` entries), without entering nested functions or classes."""
+    stack: list[ast.AST] = list(node.body)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield item, item.name
+            continue
+        if isinstance(item, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                             ast.GeneratorExp)):
+            continue  # scopes of their own
+        if isinstance(item, ast.Name) and not isinstance(item.ctx, ast.Load):
+            yield item, item.id
+        elif isinstance(item, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and item.name:
+            yield item, item.name
+        elif isinstance(item, ast.alias):
+            yield item, (item.asname or item.name).split(".")[0]
+        elif isinstance(item, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets
+        ):
+            for const in ast.walk(item.value):
+                if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                    yield const, const.value
+        stack.extend(ast.iter_child_nodes(item))
 
 
 def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:

@@ -1,182 +1,51 @@
-"""What the AST policy allows and forbids, as data (DESIGN §4, THREAT_MODEL A6 and B2).
+"""What the AST policy refuses on names and objects, as data (THREAT_MODEL A6, B2, B7, B8).
 
-The policy is an allow-list: a bundle may import only what an honest model and training
-loop need, and inside those modules a deny-list removes the entries that reach files,
-processes, foreign code, deserialisation, compilers or the dispatcher. Dotted names are
-looked up by their longest matching prefix; a key ending in ``.*`` covers the children of a
-module (not the module itself), so ``torch.distributed`` can be imported while only the
-collectives listed here are usable. Bump `POLICY_VERSION` whenever anything here changes:
-it keys the LLM verdict cache and is reported by `prism check`.
+Which modules a bundle may import, and which of their members it may use, is the table in
+`allowlist.py`. This file holds the rule ids and the rules about everything else: builtins,
+attribute names refused on any object, the special methods a bundle may define, and the
+names of nn.Module's machinery that no bundle may define or assign. Bump `POLICY_VERSION`
+whenever anything here or in `allowlist.py` changes: it keys the LLM verdict cache and is
+reported by `prism check`.
 """
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-2"
+POLICY_VERSION = "ast-3"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
 CONTRACT = "AST-CONTRACT"
 IMPORT = "AST-IMPORT"
+MEMBER = "AST-MEMBER"
 FILE = "AST-FILE"
 PROCESS = "AST-PROCESS"
 FFI = "AST-FFI"
 DESERIALIZE = "AST-DESERIALIZE"
 DYNAMIC = "AST-DYNAMIC"
 INTROSPECT = "AST-INTROSPECT"
+FORMAT = "AST-FORMAT"
 PRIVATE = "AST-PRIVATE"
 ATTR_ASSIGN = "AST-ATTR-ASSIGN"
+OVERRIDE = "AST-OVERRIDE"
 MODULE_ALIAS = "AST-MODULE-ALIAS"
 DISPATCH = "AST-DISPATCH"
 TENSOR_SUBCLASS = "AST-TENSOR-SUBCLASS"
 HOOK = "AST-HOOK"
 SELF = "AST-SELF"
 SEED = "AST-SEED"
-
-_SEED_WHY = ("the challenge forces the seed of the initialisation; a chosen seed or RNG "
-             "state is a way to smuggle a searched-for lucky initialisation")
-_NUMPY_WHY = "NumPy arrays expose files, pickling and ctypes; use .item() or .tolist()"
 COMPILE = "AST-COMPILE"
 LITERAL = "AST-LITERAL"
 BLOB = "AST-BLOB"
 
-ALLOWED = None  # marker value in PATHS: the name is usable
-
-_COMPILE_WHY = "compilation is a harness flag: use ctx.batches(..., compile=True)"
-
-# Modules a bundle may import, and the entries inside them it may not use. Value: None
-# (allowed) or (rule, why).
-PATHS: dict[str, tuple[str, str] | None] = {
-    # torch: what models and training loops use.
-    "torch": ALLOWED,
-    "torch.nn": ALLOWED,
-    "torch.nn.functional": ALLOWED,
-    "torch.nn.init": ALLOWED,
-    "torch.nn.utils": ALLOWED,
-    "torch.nn.attention": ALLOWED,
-    "torch.optim": ALLOWED,
-    "torch.optim.lr_scheduler": ALLOWED,
-    "torch.amp": ALLOWED,
-    "torch.autograd": ALLOWED,
-    "torch.func": ALLOWED,
-    "torch.cuda": ALLOWED,
-    "torch.utils.checkpoint": ALLOWED,
-    # Multi-GPU runs need collectives and DDP, but nothing that opens stores, RPC or
-    # pickles objects across ranks.
-    "torch.distributed": ALLOWED,
-    "torch.distributed.*": (PROCESS, "only collectives are allowed from torch.distributed"),
-    "torch.distributed.all_reduce": ALLOWED,
-    "torch.distributed.all_gather": ALLOWED,
-    "torch.distributed.all_gather_into_tensor": ALLOWED,
-    "torch.distributed.reduce_scatter_tensor": ALLOWED,
-    "torch.distributed.reduce": ALLOWED,
-    "torch.distributed.broadcast": ALLOWED,
-    "torch.distributed.barrier": ALLOWED,
-    "torch.distributed.get_rank": ALLOWED,
-    "torch.distributed.get_world_size": ALLOWED,
-    "torch.distributed.is_available": ALLOWED,
-    "torch.distributed.is_initialized": ALLOWED,
-    "torch.distributed.ReduceOp": ALLOWED,
-    "torch.nn.parallel": ALLOWED,
-    "torch.nn.parallel.*": (PROCESS, "only DistributedDataParallel is allowed"),
-    "torch.nn.parallel.DistributedDataParallel": ALLOWED,
-    # Denied inside torch.
-    "torch.load": (DESERIALIZE, "torch.load unpickles data and can run arbitrary code"),
-    "torch.save": (FILE, "bundles do not write files; the harness saves the final weights"),
-    "torch.serialization": (DESERIALIZE, "serialisation reads and unpickles files"),
-    "torch.package": (DESERIALIZE, "torch.package loads pickled code"),
-    "torch.hub": (DESERIALIZE, "torch.hub downloads code and weights; build from scratch"),
-    "torch.from_file": (FILE, "bundles do not read files"),
-    "torch.ops": (FFI, "torch.ops loads and calls compiled operators"),
-    "torch.library": (FFI, "torch.library defines and overrides operators"),
-    "torch.classes": (FFI, "torch.classes loads compiled classes"),
-    "torch.utils": (IMPORT, "only torch.utils.checkpoint is allowed from torch.utils"),
-    "torch.utils.cpp_extension": (FFI, "compiled extensions are foreign code"),
-    "torch.utils.data": (PROCESS, "data comes from ctx.batches; DataLoader starts processes"),
-    "torch.utils._python_dispatch": (DISPATCH, "dispatch modes intercept the harness's ops"),
-    "torch.multiprocessing": (PROCESS, "bundles do not start processes"),
-    "torch.overrides": (DISPATCH, "function modes intercept the harness's ops"),
-    "torch.compile": (COMPILE, _COMPILE_WHY),
-    "torch.compiler": (COMPILE, _COMPILE_WHY),
-    "torch.jit": (COMPILE, _COMPILE_WHY + " (torch.jit also loads serialised code)"),
-    "torch.fx": (COMPILE, _COMPILE_WHY + " (torch.fx generates and execs code)"),
-    "torch.export": (COMPILE, _COMPILE_WHY),
-    "torch.autograd.graph": (INTROSPECT, "saved-tensor hooks observe the harness's graph"),
-    "torch.autograd.profiler": (FILE, "profilers write trace files"),
-    "torch.profiler": (FILE, "profilers write trace files"),
-    "torch.onnx": (FILE, "exporters write files"),
-    "torch.manual_seed": (SEED, _SEED_WHY),
-    "torch.set_rng_state": (SEED, _SEED_WHY),
-    "torch.random.manual_seed": (SEED, _SEED_WHY),
-    "torch.random.set_rng_state": (SEED, _SEED_WHY),
-    "torch.cuda.manual_seed": (SEED, _SEED_WHY),
-    "torch.cuda.manual_seed_all": (SEED, _SEED_WHY),
-    "torch.cuda.set_rng_state": (SEED, _SEED_WHY),
-    "torch.cuda.set_rng_state_all": (SEED, _SEED_WHY),
-    # Standard library: pure helpers only.
-    "__future__": ALLOWED,
-    "math": ALLOWED,
-    "typing": ALLOWED,
-    "typing.get_type_hints": (DYNAMIC, "get_type_hints evaluates string annotations"),
-    "typing.ForwardRef": (DYNAMIC, "ForwardRef evaluates strings as code"),
-    "dataclasses": ALLOWED,
-    "dataclasses.make_dataclass": (DYNAMIC, "write the dataclass out explicitly"),
-    "functools": ALLOWED,
-    "itertools": ALLOWED,
-    "collections": ALLOWED,
-    "collections.abc": ALLOWED,
-    "enum": ALLOWED,
-    "abc": ALLOWED,
-    "numbers": ALLOWED,
-    "operator": ALLOWED,
-    "operator.attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),
-    "operator.methodcaller": (DYNAMIC, "method call by string; write obj.name()"),
-    "random": ALLOWED,
-    "random.seed": (SEED, _SEED_WHY),
-    "random.setstate": (SEED, _SEED_WHY),
-    "time": ALLOWED,
-    "contextlib": ALLOWED,
-    "contextlib.chdir": (FILE, "bundles do not touch the file system"),
-    "copy": ALLOWED,
-    "warnings": ALLOWED,
-}
-
-# Why a well-known module is refused, for a message a miner can act on.
-IMPORT_WHY: dict[str, str] = {
-    **dict.fromkeys(
-        "socket ssl http urllib urllib3 requests httpx aiohttp ftplib smtplib poplib imaplib "
-        "telnetlib xmlrpc asyncio selectors select websocket websockets dns".split(),
-        "network access",
-    ),
-    **dict.fromkeys(
-        "os sys pathlib io shutil tempfile glob fnmatch fileinput mmap sqlite3 shelve dbm "
-        "zipfile tarfile gzip bz2 lzma csv json tomllib configparser logging".split(),
-        "file system, environment or interpreter access",
-    ),
-    **dict.fromkeys(
-        "subprocess multiprocessing threading _thread concurrent signal pty resource "
-        "sched".split(),
-        "processes, threads or signals",
-    ),
-    **dict.fromkeys(
-        "ctypes cffi _ctypes importlib pkgutil runpy zipimport imp builtins code codeop "
-        "types".split(),
-        "foreign or dynamically loaded code",
-    ),
-    **dict.fromkeys(
-        "pickle cPickle _pickle marshal copyreg dill cloudpickle joblib safetensors numpy "
-        "transformers huggingface_hub".split(),
-        "deserialisation or pretrained weights",
-    ),
-    **dict.fromkeys(
-        "base64 binascii codecs zlib struct array hashlib hmac secrets uuid".split(),
-        "run-time decoding of embedded data",
-    ),
-    **dict.fromkeys(
-        "gc inspect traceback dis ast weakref ctypes.util sysconfig platform site "
-        "atexit faulthandler tracemalloc linecache".split(),
-        "interpreter introspection",
-    ),
-}
+SEED_WHY = ("the challenge seeds every RNG before miner code runs; a chosen seed, a private "
+            "generator or a read of RNG state smuggles a searched-for initialisation or tells "
+            "a check from scoring. Draw from torch.rand/randn/randint/randperm")
+_NUMPY_WHY = "NumPy arrays expose files, pickling and ctypes; use .item() or .tolist()"
+COMPILE_WHY = "compilation is a harness flag: use ctx.batches(..., compile=True)"
+_SNAPSHOT_HOOK_WHY = ("state-dict and load hooks run when the harness snapshots or loads the "
+                      "model, so a model could tell an audit or the held-out pass from scoring")
+_VIEW_WHY = ("storage access reads memory outside a tensor's view (a harness tensor's storage "
+             "may hold more than the batch); index the tensor itself")
 
 # Builtins that are refused wherever they are named (called or aliased).
 BUILTINS: dict[str, tuple[str, str]] = {
@@ -200,7 +69,7 @@ BUILTINS: dict[str, tuple[str, str]] = {
 
 # Attribute names refused on any object, because aliasing could hide the owner.
 ATTRIBUTES: dict[str, tuple[str, str]] = {
-    "compile": (COMPILE, _COMPILE_WHY),
+    "compile": (COMPILE, COMPILE_WHY),
     "from_file": (FILE, "bundles do not read files"),
     "from_pretrained": (DESERIALIZE, "pretrained weights are refused; build from scratch"),
     "frombuffer": (BLOB, "decoding embedded bytes into tensors smuggles data"),
@@ -214,13 +83,22 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
                                   "the computation in forward()"),
     "register_module_forward_hook": (HOOK, "global module hooks reach the harness"),
     "register_module_forward_pre_hook": (HOOK, "global module hooks reach the harness"),
+    **dict.fromkeys(
+        "register_state_dict_pre_hook register_state_dict_post_hook "
+        "register_load_state_dict_pre_hook register_load_state_dict_post_hook".split(),
+        (HOOK, _SNAPSHOT_HOOK_WHY),
+    ),
+    "grad_fn": (INTROSPECT, "the autograd graph of the harness's loss exposes the harness's "
+                "computation; call .backward() on batch.loss"),
+    "next_functions": (INTROSPECT, "the autograd graph exposes the harness's computation"),
+    **dict.fromkeys("untyped_storage storage set_ as_strided".split(), (INTROSPECT, _VIEW_WHY)),
     "TorchFunctionMode": (DISPATCH, "function modes intercept the harness's ops"),
     "TorchDispatchMode": (DISPATCH, "dispatch modes intercept the harness's ops"),
     "attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),
     "methodcaller": (DYNAMIC, "method call by string; write obj.name()"),
-    "manual_seed": (SEED, _SEED_WHY),
-    "set_rng_state": (SEED, _SEED_WHY),
-    "set_state": (SEED, _SEED_WHY),
+    "manual_seed": (SEED, SEED_WHY),
+    "set_rng_state": (SEED, SEED_WHY),
+    "set_state": (SEED, SEED_WHY),
     "numpy": (FFI, _NUMPY_WHY),
     "ctypes": (FFI, _NUMPY_WHY),
     "tofile": (FILE, _NUMPY_WHY),
@@ -238,64 +116,103 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
 DUNDER_NAMES = frozenset({"__name__", "__all__", "__slots__"})
 DUNDER_ATTRIBUTES = frozenset({"__init__"})
 
-# Special methods a bundle may not define: the interpreter or torch call them implicitly.
+# Special methods a bundle's classes may define. The interpreter and torch call every other
+# one implicitly (attribute lookup, calls, repr, hashing, truthiness, copying, pickling,
+# freeing, descriptors, class creation), so a model could notice who touches it and when.
+ALLOWED_DUNDER_DEFS = frozenset({"__init__", "__post_init__"})
+IMPLICIT_WHY = ("the interpreter calls special methods implicitly (repr, hashing, "
+                 "truthiness, comparison, copying, iteration), so a model could notice who "
+                 "touches it; only __init__ and __post_init__ may be defined")
+
+# Special methods with a reason of their own; any other one gets (OVERRIDE, IMPLICIT_WHY).
 DUNDER_DEFS: dict[str, tuple[str, str]] = {
     "__torch_function__": (DISPATCH, "__torch_function__ overrides intercept the harness's ops"),
     "__torch_dispatch__": (DISPATCH, "__torch_dispatch__ overrides intercept the harness's ops"),
     **dict.fromkeys(
-        "__reduce__ __reduce_ex__ __setstate__ __getstate__".split(),
+        "__reduce__ __reduce_ex__ __setstate__ __getstate__ __getnewargs__ "
+        "__getnewargs_ex__".split(),
         (DESERIALIZE, "pickling hooks run code when objects are (de)serialised"),
     ),
     **dict.fromkeys(
-        "__del__ __init_subclass__ __set_name__ __getattribute__ __instancecheck__ "
-        "__subclasscheck__ __class_getitem__ __prepare__ __mro_entries__".split(),
-        (DYNAMIC, "implicit interpreter hooks are not needed by a model"),
+        "__init_subclass__ __set_name__ __instancecheck__ __subclasscheck__ "
+        "__class_getitem__ __prepare__ __mro_entries__ __new__".split(),
+        (DYNAMIC, "class-creation hooks are not needed by a model"),
+    ),
+    "__del__": (OVERRIDE, "__del__ runs when the harness frees an object (a snapshot, the "
+                "twin), so a model could notice it"),
+    **dict.fromkeys(
+        "__get__ __set__ __delete__".split(),
+        (OVERRIDE, "descriptors run code whenever the harness reads or sets an attribute"),
+    ),
+    **dict.fromkeys(
+        "__getattr__ __getattribute__ __setattr__ __delattr__ __dir__".split(),
+        (OVERRIDE, "nn.Module's attribute plumbing is how the harness finds parameters, "
+         "buffers and submodules; overriding it can hide weights or notice an audit"),
+    ),
+    "__call__": (OVERRIDE, "nn.Module.__call__ runs forward() for the harness; define "
+                 "forward() instead"),
+    **dict.fromkeys(
+        "__copy__ __deepcopy__ __repr__ __str__ __format__ __hash__ __eq__ __bool__ __len__ "
+        "__iter__ __sizeof__".split(),
+        (OVERRIDE, IMPLICIT_WHY),
     ),
 }
+
+# nn.Module's machinery: the methods and state the harness uses to snapshot, load, count,
+# move, switch and call a model (and to read an optimiser's settings). A bundle's class that
+# defines one of these names (as a method, property or class attribute), or code that
+# assigns one on any object (self included), could notice a snapshot, an audit or the
+# held-out pass, hide weights from the parameter cap, or misreport an optimiser. The private
+# ones may not even be read: they are the hook tables and registries themselves. A model
+# defines forward() (and may define extra_repr()); a custom optimiser defines step() and
+# keeps per-parameter `state`; every other name here belongs to torch. tests/gates check
+# this covers every name nn.Module and torch.optim.Optimizer have.
+HARNESS_METHODS: dict[str, str] = {
+    "snapshot and loading": """
+        state_dict _save_to_state_dict load_state_dict _load_from_state_dict get_extra_state
+        set_extra_state _register_state_dict_hook _register_load_state_dict_pre_hook
+        register_state_dict_pre_hook register_state_dict_post_hook
+        register_load_state_dict_pre_hook register_load_state_dict_post_hook _version
+        T_destination dump_patches
+    """,
+    "parameters, buffers, submodules (the parameter cap, optimisers, DDP)": """
+        parameters named_parameters buffers named_buffers children named_children modules
+        named_modules _named_members get_parameter get_buffer get_submodule set_submodule
+        add_module register_module register_parameter register_buffer
+    """,
+    "moving, casting and mode switches": """
+        _apply apply to to_empty cpu cuda ipu xpu mtia float double half bfloat16 type
+        share_memory train eval requires_grad_ zero_grad
+    """,
+    "calling (the scored forward) and hooks": """
+        _call_impl _wrapped_call_impl _compiled_call_impl _slow_forward compile
+        _get_backward_hooks _get_backward_pre_hooks _maybe_warn_non_full_backward_hook
+        register_forward_hook register_forward_pre_hook register_backward_hook
+        register_full_backward_hook register_full_backward_pre_hook call_super_init
+        _get_name _replicate_for_data_parallel
+    """,
+    "optimiser machinery (the harness's global step hook reads param_groups)": """
+        param_groups defaults add_param_group OptimizerPreHook OptimizerPostHook
+        register_step_pre_hook register_step_post_hook profile_hook_step
+        _patch_step_function _optimizer_step_code _accelerator_graph_capture_health_check
+        _cuda_graph_capture_health_check _group_tensors_by_device_and_dtype
+        _process_value_according_to_param_policy _warned_capturable_if_run_uncaptured
+        _zero_grad_profile_name _optimizer_step_pre_hooks _optimizer_step_post_hooks
+        _optimizer_state_dict_pre_hooks _optimizer_state_dict_post_hooks
+        _optimizer_load_state_dict_pre_hooks _optimizer_load_state_dict_post_hooks
+    """,
+    "state every Module instance holds": """
+        training _parameters _buffers _non_persistent_buffers_set _modules _forward_hooks
+        _forward_hooks_always_called _forward_hooks_with_kwargs _forward_pre_hooks
+        _forward_pre_hooks_with_kwargs _backward_hooks _backward_pre_hooks
+        _is_full_backward_hook _state_dict_hooks _state_dict_pre_hooks
+        _load_state_dict_pre_hooks _load_state_dict_post_hooks
+    """,
+}
+HARNESS_NAMES = frozenset(n for names in HARNESS_METHODS.values() for n in names.split())
 
 # Bases that make a class a tensor subclass (last component of the resolved name).
 TENSOR_BASES = frozenset({"Tensor", "Parameter", "Buffer", "UninitializedParameter"})
 
 # Names whose attributes belong to the harness: the contract's ctx argument.
 CTX_NAMES = frozenset({"ctx"})
-
-
-def lookup(dotted: str) -> tuple[str, str] | None | bool:
-    """The entry governing `dotted`: None (allowed), (rule, why), or False (not listed)."""
-    parts = dotted.split(".")
-    for k in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:k])
-        if k < len(parts) and prefix + ".*" in PATHS:
-            return PATHS[prefix + ".*"]
-        if prefix in PATHS:
-            return PATHS[prefix]
-    return False
-
-
-def import_why(module: str) -> str:
-    root = module.split(".")[0]
-    return IMPORT_WHY.get(module, IMPORT_WHY.get(root, "not on the allow-list"))
-
-
-ALLOWED_SUMMARY = (
-    "torch (nn, nn.functional, nn.init, nn.utils, optim, optim.lr_scheduler, amp, autograd, "
-    "func, cuda, utils.checkpoint, distributed collectives), math, typing, dataclasses, "
-    "functools, itertools, collections, enum, abc, numbers, operator, random, time, "
-    "contextlib, copy, warnings"
-)
-
-# Dotted names that are modules: they may be used only as `module.name`, never as values,
-# so that `t = torch; t.load(...)` cannot hide a denied entry from the lookup above.
-MODULES = frozenset(
-    {
-        "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.utils",
-        "torch.nn.attention", "torch.nn.parallel", "torch.optim", "torch.optim.lr_scheduler",
-        "torch.amp", "torch.autograd", "torch.func", "torch.cuda", "torch.utils",
-        "torch.utils.checkpoint", "torch.distributed", "torch.backends", "torch.linalg",
-        "torch.fft", "torch.special", "torch.random", "torch.jit", "torch.fx", "torch.hub",
-        "torch.ops", "torch.library", "torch.overrides", "torch.multiprocessing",
-        "__future__", "math", "typing", "dataclasses", "functools", "itertools",
-        "collections", "collections.abc", "enum", "abc", "numbers", "operator", "random",
-        "time", "contextlib", "copy", "warnings",
-    }
-)

@@ -32,7 +32,7 @@ from prism_challenge.gates.reviewer import LlmReviewer, ReviewUnavailable
 from prism_challenge.gates.verdict import Verdict
 from prism_challenge.gates.violation import summarise
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
-from prism_challenge.storage.tables import GateHold, LlmVerdict, Submission
+from prism_challenge.storage.tables import BundleFingerprint, GateHold, LlmVerdict, Submission
 
 REVIEWED_LLM = "llm"
 REVIEWED_NONE = "unreviewed"
@@ -52,6 +52,8 @@ class _Candidate:
     digest: str
     accepted_at: float
     blob: bytes
+    block: int | None = None
+    uid: int | None = None
 
 
 class GateStage:
@@ -66,15 +68,31 @@ class GateStage:
         self.reviewer = reviewer if settings.llm.enabled else None
 
     def process_due(self, now: float | None = None) -> list[GateOutcome]:
-        """Gate every `received` submission whose not_before <= now (oldest first)."""
+        """Gate `received` submissions whose not_before <= now, in precedence order.
+
+        A submission still settling (new, not yet due, never gated) holds back every one
+        after it in precedence: a bundle committed earlier but uploaded a little later is
+        then gated first, and its near-copies are judged against it on every validator.
+        """
         now = time.time() if now is None else now
         with self.store.session() as s:
-            ids = list(s.scalars(
-                select(Submission.id)
-                .where(Submission.status == Status.RECEIVED.value, Submission.not_before <= now)
-                .order_by(Submission.accepted_at, Submission.id)
-                .limit(self.settings.gates.batch_size)
-            ))
+            rows = s.execute(
+                select(Submission.id, Submission.not_before, BundleFingerprint.submission_id)
+                .outerjoin(BundleFingerprint, BundleFingerprint.submission_id == Submission.id)
+                .where(Submission.status == Status.RECEIVED.value)
+                .order_by(Submission.block.is_(None), Submission.block,  # precedence order
+                          Submission.uid.is_(None), Submission.uid,
+                          Submission.accepted_at, Submission.id)
+            ).all()
+        ids = []
+        for submission_id, not_before, gated in rows:
+            if not_before > now:
+                if gated is None:
+                    break  # settling: everything after it waits
+                continue  # held after the duplicate gate (LLM unavailable): no one waits
+            ids.append(submission_id)
+            if len(ids) == self.settings.gates.batch_size:
+                break
         outcomes = []
         for submission_id in ids:
             try:
@@ -94,7 +112,8 @@ class GateStage:
             row = s.get(Submission, submission_id)
             if row is None or row.status != Status.RECEIVED.value:
                 return None
-            c = _Candidate(row.id, row.hotkey, row.digest, row.accepted_at, row.bundle)
+            c = _Candidate(row.id, row.hotkey, row.digest, row.accepted_at, row.bundle,
+                           row.block, row.uid)
         try:
             bundle = Bundle.from_wire(c.blob)
         except BundleError as exc:
@@ -110,7 +129,7 @@ class GateStage:
             match = find_original(
                 s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
                 accepted_at=c.accepted_at, fp=fp,
-                threshold=self.settings.gates.duplicate_threshold)
+                threshold=self.settings.gates.duplicate_threshold, block=c.block, uid=c.uid)
             if match is None:
                 record_fingerprint(s, submission_id=c.id, hotkey=c.hotkey, digest=c.digest,
                                    accepted_at=c.accepted_at, fp=fp)

@@ -16,11 +16,11 @@ import functools
 import importlib
 import inspect
 
-from prism_challenge.gates.rules import PATHS
+from prism_challenge.gates.allowlist import modules
 
 # The ctx API (DESIGN §4) a bundle may call but never replace.
 CTX_API = frozenset({"batches", "log", "time_left", "model"})
-_ROOTS = frozenset(k for k, v in PATHS.items() if v is None and "." not in k)
+_ROOTS = frozenset(m.split(".")[0] for m in modules())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,10 +1,17 @@
 """The store-side checks of a signed submission and the write that accepts it.
 
-Runs inside one transaction (SQLite takes the write lock at BEGIN), so the nonce check, the
-rate-limit count, the copy check and the insert see one consistent state and a refusal
-rolls everything back: a refused request leaves no row, not even its nonce. Nonces are
+Runs inside one transaction (SQLite takes the write lock at BEGIN; on PostgreSQL the
+transaction first takes an advisory lock on the hotkey), so the nonce check, the rate-limit
+count, the copy check and the insert see one consistent state and a refusal rolls
+everything back: a refused request leaves no row, not even its nonce. Nonces are
 stored only for requests that were accepted or answered as idempotent repeats; a refused
 request replayed inside the window is refused again for the same reason.
+
+A bundle is accepted only when its digest is what the hotkey's latest commitment names;
+the commitment's block (then the hotkey's uid) is the bundle's precedence, the same on
+every validator. An exact copy already stored for another hotkey keeps its row unless the
+incoming commitment is earlier: then the row passes to the earlier committer, so the
+order in which uploads happen to reach this validator decides nothing.
 """
 
 from __future__ import annotations
@@ -12,17 +19,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from sqlalchemy import delete, func, select
+from bittensor.http_auth import Caller
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from prism_challenge.api.errors import ApiError
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.chain.precedence import precedence
+from prism_challenge.chain.subnet import Commitment, commitment_value
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.intake.schemas import Receipt
-from prism_challenge.intake.signing import SignedHeaders
-from prism_challenge.storage import Status
-from prism_challenge.storage.tables import Nonce, Submission
+from prism_challenge.storage import Status, serialize_on
+from prism_challenge.storage.tables import BundleFingerprint, Nonce, Submission
 
 
 def _receipt(row: Submission, *, idempotent: bool) -> Receipt:
@@ -37,14 +46,37 @@ def _receipt(row: Submission, *, idempotent: bool) -> Receipt:
     )
 
 
-def _check_nonce(session: Session, signed: SignedHeaders) -> None:
-    seen = session.scalar(
-        select(Nonce.id).where(Nonce.hotkey == signed.hotkey, Nonce.nonce == signed.nonce)
-    )
+def _check_nonce(session: Session, caller: Caller) -> None:
+    seen = session.scalar(select(Nonce.id).where(
+        Nonce.hotkey == caller.hotkey_ss58, Nonce.nonce == str(caller.nonce_ns)))
     if seen is not None:
+        raise ApiError(409, "NONCE_REPLAY",
+                       f"nonce {caller.nonce_ns} was already used by {caller.hotkey_ss58}")
+
+
+def _check_commitment(commitment: Commitment | None, hotkey: str, digest: str,
+                      policy: IntakePolicy) -> Commitment:
+    expected = commitment_value(hotkey, digest)
+    if commitment is None:
         raise ApiError(
-            409, "NONCE_REPLAY", f"nonce {signed.nonce} was already used by {signed.hotkey}"
-        )
+            409, "COMMITMENT_MISSING",
+            f"no commitment from {hotkey} appeared on netuid {policy.netuid} within "
+            f"{policy.commitment_wait_s:g} s; commit {expected} (prism submit does it) and "
+            "upload again")
+    if commitment.value != expected:
+        raise ApiError(
+            409, "COMMITMENT_MISMATCH",
+            f"the latest commitment of {hotkey} (block {commitment.block}) names another "
+            f"bundle; this bundle ({digest[:16]}) needs the commitment {expected}")
+    return commitment
+
+
+def _take_over(session: Session, row: Submission, commitment: Commitment) -> None:
+    """An exact copy of a bundle committed earlier: the row now belongs to the committer."""
+    session.execute(update(BundleFingerprint)
+                    .where(BundleFingerprint.submission_id == row.id)
+                    .values(hotkey=commitment.hotkey))
+    row.hotkey, row.block, row.uid = commitment.hotkey, commitment.block, commitment.uid
 
 
 def recent_submissions(
@@ -77,46 +109,56 @@ def _check_rate(session: Session, hotkey: str, policy: IntakePolicy, now: float)
 def admit(
     session: Session,
     *,
-    signed: SignedHeaders,
+    caller: Caller,
     load_bundle: Callable[[], Bundle],
+    commitment: Commitment | None,
     metagraph: MetagraphView,
     policy: IntakePolicy,
     now: float,
+    settle_s: float = 0.0,
 ) -> Receipt:
-    """Nonce, membership, rate limit, bundle, copy / repeat, then insert (in that order)."""
+    """Nonce, membership, rate limit, bundle, commitment, copy / repeat, then insert."""
+    hotkey = caller.hotkey_ss58
+    # Another admission of this hotkey waits here until this one commits, so it counts our row.
+    serialize_on(session, f"intake:{hotkey}")
     session.execute(delete(Nonce).where(Nonce.seen_at < now - policy.nonce_ttl_s))
-    _check_nonce(session, signed)
-    if not metagraph.is_registered(signed.hotkey):
-        raise ApiError(
-            403, "NOT_REGISTERED", f"{signed.hotkey} is not registered on netuid {policy.netuid}"
-        )
-    _check_rate(session, signed.hotkey, policy, now)
+    _check_nonce(session, caller)
+    if not metagraph.is_registered(hotkey):
+        raise ApiError(403, "NOT_REGISTERED",
+                       f"{hotkey} is not registered on netuid {policy.netuid}")
+    _check_rate(session, hotkey, policy, now)
     try:
         bundle = load_bundle()
     except BundleError as exc:
         where = f" ({exc.file})" if exc.file else ""
         raise ApiError(422, exc.rule, f"bundle refused{where}: {exc}") from None
+    commitment = _check_commitment(commitment, hotkey, bundle.digest, policy)
+    uid = commitment.uid if commitment.uid is not None else metagraph.uid_of(hotkey)
+    commitment = Commitment(hotkey, commitment.value, commitment.block, uid)
     original = session.scalar(select(Submission).where(Submission.digest == bundle.digest))
-    if original is not None and original.hotkey != signed.hotkey:
-        raise ApiError(
-            409,
-            "DUPLICATE",
-            f"this bundle is an exact copy of submission {original.id}, accepted at "
-            f"{original.accepted_at:.0f} from another hotkey; the original keeps precedence",
-        )
-    session.add(Nonce(hotkey=signed.hotkey, nonce=signed.nonce, seen_at=now))
+    if original is not None and original.hotkey != hotkey:
+        if precedence(commitment.block, uid) >= precedence(original.block, original.uid):
+            raise ApiError(
+                409, "DUPLICATE",
+                f"this bundle is an exact copy of submission {original.id}, committed at "
+                f"block {original.block} by another hotkey; the original keeps precedence")
+        _take_over(session, original, commitment)
+        session.add(Nonce(hotkey=hotkey, nonce=str(caller.nonce_ns), seen_at=now))
+        return _receipt(original, idempotent=False)
+    session.add(Nonce(hotkey=hotkey, nonce=str(caller.nonce_ns), seen_at=now))
     if original is not None:
         return _receipt(original, idempotent=True)
     row = Submission(
         digest=bundle.digest,
-        hotkey=signed.hotkey,
+        hotkey=hotkey,
         status=Status.RECEIVED.value,
         reason=None,
         attempts=0,
         accepted_at=now,
-        block=metagraph.block,
+        block=commitment.block,
+        uid=uid,
         updated_at=now,
-        not_before=0.0,
+        not_before=now + settle_s,
         name=bundle.meta.name,
         bundle=bundle.to_wire(),
     )

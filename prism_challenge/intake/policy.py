@@ -14,6 +14,8 @@ class IntakePolicy:
     freshness_s: float
     rate_limit_count: int
     rate_limit_window_s: float
+    commitment_wait_s: float = 0.0  # how long a bundle waits for its commitment to appear
+    commitment_poll_s: float = 1.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IntakePolicy:
@@ -23,6 +25,7 @@ class IntakePolicy:
             freshness_s=settings.intake.freshness_s,
             rate_limit_count=settings.intake.rate_limit_count,
             rate_limit_window_s=settings.intake.rate_limit_window_s,
+            commitment_wait_s=settings.chain.commitment_wait_s,
         )
 
     @property

@@ -93,3 +93,10 @@ def families(snap: StoreSnapshot) -> Iterator[Metric]:
     for corpus, bpb in sorted(snap.leaders.items()):
         leader.add_metric([corpus], bpb)
     yield leader
+    cycles = CounterMetricFamily(
+        "prism_registry_cycles", "Research cycles run, by outcome (failed: the LLM was down, "
+        "timed out or answered garbage)", labels=["outcome"],
+    )
+    for outcome, n in sorted(snap.research_cycles.items()):
+        cycles.add_metric([outcome], n)
+    yield cycles

@@ -20,6 +20,7 @@ def metrics_registry(deps: ApiDeps) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(deps.store, deps.settings.scoring))
     registry.register(deps.http_counts)
+    registry.register(deps.chain_status)
     if deps.slots is not None:
         registry.register(deps.slots)
     ProcessCollector(registry=registry)

@@ -15,7 +15,7 @@ from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.metrics.runs import RunSummary, RunTally
 from prism_challenge.scoring.leaderboard import build_leaderboard
 from prism_challenge.scoring.queries import load_entries
-from prism_challenge.storage.tables import Score, Submission
+from prism_challenge.storage.tables import RegistryJournal, Score, Submission
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class StoreSnapshot:
     scored: dict[tuple[str, bool], int]  # (corpus, eligible) -> count
     runs: RunSummary  # run records by exit reason, and the latest one
     leaders: dict[str, float]  # corpus -> the leader's bpb
+    research_cycles: dict[str, int]  # "answered" / "failed" -> research cycles journalled
 
 
 def read_snapshot(session: Session, scoring: ScoringSettings, runs: RunTally) -> StoreSnapshot:
@@ -35,6 +36,8 @@ def read_snapshot(session: Session, scoring: ScoringSettings, runs: RunTally) ->
     scored = session.execute(
         select(Score.corpus, Score.eligible, func.count()).group_by(Score.corpus, Score.eligible)
     ).all()
+    cycles = dict(session.execute(
+        select(RegistryJournal.kind, func.count()).group_by(RegistryJournal.kind)).all())
     entries = load_entries(session)
     leaders = {}
     for corpus in sorted({e.corpus for e in entries}):
@@ -49,4 +52,6 @@ def read_snapshot(session: Session, scoring: ScoringSettings, runs: RunTally) ->
         scored={(corpus, bool(eligible)): int(n) for corpus, eligible, n in scored},
         runs=runs.update(session),
         leaders=leaders,
+        research_cycles={"answered": int(cycles.get("cycle", 0)),
+                         "failed": int(cycles.get("cycle_failed", 0))},
     )

@@ -50,6 +50,13 @@ class HeldOutRows:
             raise IndexError(f"held-out rows [{start_row}, {start_row + count}) out of range")
         return self.train.rows(seq_len, self.first_row + start_row, count)
 
+    def rows_at(self, seq_len: int, indices: np.ndarray) -> np.ndarray:
+        self._same_geometry(seq_len)
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.n_rows(seq_len)):
+            raise IndexError(f"held-out row indices outside the {self.n_rows(seq_len)} rows")
+        return self.train.rows_at(seq_len, indices + self.first_row)
+
     def _same_geometry(self, seq_len: int) -> None:
         if seq_len != self.seq_len:
             raise ValueError(f"held-out rows were cut at seq_len {self.seq_len}, not {seq_len}")

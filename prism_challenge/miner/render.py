@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from prism_challenge.miner.evaluate import EvalReport
 from prism_challenge.miner.findings import Finding
+from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
         "info": "[cyan]info[/]"}
 
 
 def findings_table(title: str, findings: list[Finding]) -> Table:
-    table = Table("check", "result", "detail", title=title, title_justify="left",
+    # The title and details hold bundle names and miner values: never read as markup.
+    table = Table("check", "result", "detail", title=Text(title), title_justify="left",
                   show_lines=False)
     for f in findings:
-        table.add_row(f.check, MARK[f.status], f.detail)
+        table.add_row(Text(f.check), MARK[f.status], Text(f.detail))
     return table
 
 
@@ -35,7 +38,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     demo = " [bold yellow](DEMO corpus: development only)[/]" if report.corpus == "demo" else ""
     console.print(f"corpus {report.corpus}{demo}, data version {rec.manifest_sha256[:16]}…",
                   highlight=False)
-    console.print(f"held-out numbers from {report.val_source}", highlight=False)
+    console.print(f"held-out numbers from {report.val_source}", highlight=False, markup=False)
     ev = rec.eval
     score = Table("measure", "value", title="score (the validator's score_record)",
                   title_justify="left")
@@ -52,8 +55,8 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
     score.add_row("tokens consumed / budget",
                   f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,} scored")
-    score.add_row("exit", rec.exit_reason + (f": {rec.exit_detail[:200]}" if rec.exit_detail
-                                             else ""))
+    score.add_row("exit", Text(rec.exit_reason + (f": {rec.exit_detail[:200]}"
+                                                  if rec.exit_detail else "")))
     console.print(score)
     gates = [Finding("gates", "pass", "step-0, causality, finite, contract, cap, gap")]
     if s.reasons:
@@ -62,12 +65,13 @@ def print_eval(console: Console, report: EvalReport) -> None:
     console.print(findings_table("anti-cheat gates", gates))
     _print_replay(console, report)
     _print_axes(console, report)
+    _print_telemetry(console, rec)
     tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
     console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
                   f"({_f(tok_s, ',.0f')} tokens/s), eval {rec.eval_s:.1f} s, "
                   f"wall {report.wall_s:.1f} s", highlight=False)
     for what, path in report.files.items():
-        console.print(f"wrote {what}: {path}", highlight=False)
+        console.print(f"wrote {what}: {path}", highlight=False, markup=False)
     if report.eligible:
         verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
                    f"{s.bpb:.4f} bpb, and its replay verifies it")
@@ -100,7 +104,21 @@ def _print_axes(console: Console, report: EvalReport) -> None:
                  title_justify="left")
     for name, raw in sorted(report.axes.raw.items()):
         value = f"{raw:g}" if isinstance(raw, float) else str(raw)
-        axes.add_row(name, value, report.axes.arms.get(name, ""))
+        axes.add_row(Text(name), Text(value), Text(report.axes.arms.get(name, "")))
     console.print(axes)
     for flag in report.axes.flags:
-        console.print(f"[yellow]axis flag:[/] {flag}", highlight=False)
+        console.print(Text.assemble(("axis flag:", "yellow"), " ", flag), highlight=False)
+
+
+def _print_telemetry(console: Console, rec: RunRecord) -> None:
+    series = rec.telemetry_series()
+    if not series:
+        console.print("telemetry: the training script logged nothing (ctx.log)", highlight=False)
+        return
+    table = Table("name", "points", "steps", "first", "last", "min", "max",
+                  title="telemetry (ctx.log: shown, never scored)", title_justify="left")
+    for name, points in series.items():
+        values = [v for _, v in points]
+        table.add_row(Text(name), str(len(points)), f"{points[0][0]}..{points[-1][0]}",
+                      *(f"{v:.4g}" for v in (values[0], values[-1], min(values), max(values))))
+    console.print(table)

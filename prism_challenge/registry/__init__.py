@@ -8,12 +8,16 @@ from prism_challenge.registry.axes import (
     read_axes,
     validate_declared,
 )
+from prism_challenge.registry.credit import credit_table, research_credits
+from prism_challenge.registry.cycle import run_cycle
 from prism_challenge.registry.directives import render_program
 from prism_challenge.registry.ledger import LedgerError
+from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.panel import posteriors_panel
-from prism_challenge.registry.proposals import make_client, propose_axes, propose_hypotheses
-from prism_challenge.registry.service import Registry, replay, research_credits
+from prism_challenge.registry.populations import assign, assignment_for
+from prism_challenge.registry.proposals import make_client
+from prism_challenge.registry.service import Registry, replay
 
 __all__ = [
     "DEFAULT_AXES",
@@ -22,13 +26,16 @@ __all__ = [
     "LedgerError",
     "Observation",
     "Registry",
+    "ResearchLoop",
+    "assign",
+    "assignment_for",
+    "credit_table",
     "make_client",
     "posteriors_panel",
-    "propose_axes",
-    "propose_hypotheses",
     "read_axes",
     "render_program",
     "replay",
     "research_credits",
+    "run_cycle",
     "validate_declared",
 ]

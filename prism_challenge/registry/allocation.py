@@ -56,13 +56,25 @@ def _sprint(active: list[HypState], cfg) -> str | None:
     return None if best is None else best[1]
 
 
-def open_cells(state: RegistryState, h: HypState, limit: int = 20) -> list[dict]:
+def waiting_strata(state: RegistryState) -> dict[str, list[str]]:
+    """Per claim id, the strata where a run waits, oldest first (one pass over the queues,
+    instead of one per claim)."""
+    out: dict[str, dict[str, None]] = {}
+    for key, queue in state.queues.items():
+        if queue:
+            hid, _, stratum = key.split("|", 2)
+            out.setdefault(hid, {})[stratum] = None
+    return {hid: list(strata) for hid, strata in out.items()}
+
+
+def open_cells(state: RegistryState, h: HypState, limit: int = 20,
+               strata: list[str] | None = None) -> list[dict]:
     """Test cells the directives ask for, oldest waiting strata first: cells where a run
     completes a contrast at once (every cell it is contrasted with has a run waiting),
-    then empty cells of strata where a grid contrast is being assembled."""
-    prefix = f"{h.id}|"
-    strata = dict.fromkeys(k.split("|", 2)[2] for k, q in state.queues.items()
-                           if k.startswith(prefix) and q)
+    then empty cells of strata where a grid contrast is being assembled. `strata`: this
+    claim's entry of `waiting_strata`, when the caller has it."""
+    if strata is None:
+        strata = waiting_strata(state).get(h.id, [])
     completing, building = [], []
     for stratum in strata:
         counts = {c: len(state.queues.get(queue_key(h.id, c, stratum), []))
@@ -93,7 +105,8 @@ def allocate(state: RegistryState, cfg) -> Allocation:
     else:
         for k, v in _softmax(scores, cfg.temperature).items():
             shares[k] = rest * v
-    cells = {h.id: open_cells(state, h) for h in active}
+    waiting = waiting_strata(state)
+    cells = {h.id: open_cells(state, h, strata=waiting.get(h.id, [])) for h in active}
     return Allocation(
         shares=dict(sorted(shares.items())), scores=scores, sprint=sprint, cells=cells
     )

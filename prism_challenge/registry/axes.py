@@ -81,11 +81,14 @@ class AxisSpec(BaseModel):
                 raise ValueError(f"{self.name}: {value!r} is not one of {self.values}")
             return value.strip().lower()
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{self.name}: {value!r} is not a number")
+            raise ValueError(f"{self.name}: {_brief(value)} is not a number")
+        # Compare before converting: an int past float range would raise OverflowError.
+        if not (self.low <= value <= self.high) or not math.isfinite(value):
+            raise ValueError(
+                f"{self.name}: {_brief(value)} is outside [{self.low:g}, {self.high:g}]"
+            )
         if self.kind == "int" and not float(value).is_integer():
             raise ValueError(f"{self.name}: {value!r} is not an integer")
-        if not (math.isfinite(value) and self.low <= value <= self.high):
-            raise ValueError(f"{self.name}: {value!r} is outside [{self.low:g}, {self.high:g}]")
         return float(value)
 
     def arm_of(self, raw: float | str) -> str:
@@ -93,6 +96,12 @@ class AxisSpec(BaseModel):
             return str(raw)
         index = sum(1 for edge in self.edges if raw >= edge)
         return self.arms[index]
+
+
+def _brief(value: Any) -> str:
+    """A miner's value for a message: long ones (a 400-digit integer) are cut and measured."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
 
 
 class AxisReading(BaseModel):

@@ -11,7 +11,14 @@ import hashlib
 
 from prism_challenge.registry.allocation import Allocation, allocate
 from prism_challenge.registry.evidence import parse_stratum
-from prism_challenge.registry.hypotheses import SingleFactor, Threshold, cell_assignment, cells_of
+from prism_challenge.registry.hypotheses import (
+    Interaction,
+    SingleFactor,
+    Threshold,
+    cell_assignment,
+    cells_of,
+)
+from prism_challenge.registry.populations import DIRECTIVES, Assignment, focus
 from prism_challenge.registry.state import HypState, RegistryState, terms_of
 
 START = "<!-- BAD_PI_MUTABLE_START -->"
@@ -45,7 +52,10 @@ def recipe_of(h: HypState, lean: bool | None = None) -> dict[str, str]:
     return {}
 
 
-def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> dict:
+def program_json(state: RegistryState, cfg, alloc: Allocation | None = None,
+                 who: Assignment | None = None) -> dict:
+    """The brief as data; with `who`, the brief of that hotkey's population (the same
+    global content plus a `population` section first)."""
     alloc = alloc or allocate(state, cfg)
     explore, settled, near, open_cells, recipe, leaning = [], [], [], [], {}, {}
     for h in sorted(state.hypotheses.values(), key=lambda x: x.id):
@@ -87,7 +97,7 @@ def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> 
             near.append({"id": h.id, "statement": h.statement, "n": t.n,
                          "p_support": row["p_support"], "p_refute": row["p_refute"]})
     explore.sort(key=lambda r: (-r["share"], r["id"]))
-    return {
+    doc = {
         "version": 1,
         "observations": state.n_obs,
         "eligible": state.n_eligible,
@@ -102,11 +112,68 @@ def program_json(state: RegistryState, cfg, alloc: Allocation | None = None) -> 
         "axes": [{"name": a.name, "kind": a.kind, "arms": a.arms,
                   "status": state.axis_status[a.name]} for a in state.axes],
     }
+    if who is not None:
+        doc["population"] = population_section(state, cfg, alloc, who, doc)
+    return doc
+
+
+def best_guess(state: RegistryState, cfg) -> dict[str, str]:
+    """The side every undecided pair claim with any evidence points to (the strongest claim
+    wins an axis): the greedy design the exploit population starts from. Unlike "leaning"
+    it needs no threshold: exploiting means acting on the current best estimate."""
+    ranked = []
+    for h in state.live():
+        if h.status == "active" and h.n > 0 and not isinstance(h.spec, Interaction):
+            p = terms_of(h, cfg).p_claim
+            if p != 0.5:
+                ranked.append((-abs(p - 0.5), h.id, recipe_of(h, lean=p > 0.5)))
+    guess: dict[str, str] = {}
+    for _, _, arms in sorted(ranked):
+        for axis, arm in arms.items():
+            guess.setdefault(axis, arm)
+    return guess
+
+
+def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict) -> dict:
+    """The `population` part of a hotkey's brief, over the global `doc` of the same state."""
+    ids, fallback = focus(state, who, alloc.scores, cfg)
+    rows = {r["id"]: r for r in doc["explore"]}
+    total = sum(alloc.shares.get(k, 0.0) for k in ids)
+    chosen = [{"id": k, "statement": rows[k]["statement"],
+               "share": round(alloc.shares.get(k, 0.0) / total, 4) if total else 0.0,
+               "open": rows[k]["open"][:5]} for k in ids if k in rows]
+    start = {**state.best_arms, **best_guess(state, cfg), **doc["leaning"], **doc["recipe"]}
+    return {
+        "hotkey": who.hotkey, "index": who.index, "count": who.count, "kind": who.kind,
+        "epoch": who.epoch, "salt": who.salt, "why": who.why,
+        "directive": DIRECTIVES[who.kind], "fallback": fallback,
+        "focus": chosen, "start_from": dict(sorted(start.items())),
+    }
+
+
+def _population_block(pop: dict) -> list[str]:
+    out = [f"## Your population: {pop['index']} of {pop['count']} ({pop['kind']})", "",
+           f"Hotkey {pop['hotkey']}. Why: {pop['why']}.", "", pop["directive"]]
+    if pop["fallback"]:
+        out += ["", f"({pop['fallback']}.)"]
+    if pop["start_from"]:
+        out += ["", "Start from: " + ", ".join(f"{k}={v}" for k, v in pop["start_from"].items())]
+    out += ["", "### Your focus (share of your next submissions)", ""]
+    for r in pop["focus"]:
+        out.append(f"- {r['share'] * 100:.1f}% {r['id']}: {r['statement']}")
+        for c in r["open"]:
+            sets = ", ".join(f"{k}={v}" for k, v in c["set"].items())
+            like = ", ".join(f"{k}={v}" for k, v in c["stratum"].items()) or "any configuration"
+            out.append(f"  - open cell: {sets}, with {like}")
+    if not pop["focus"]:
+        out.append("- nothing open: follow the global brief below")
+    return out + ["", "The global brief every population shares follows.", ""]
 
 
 def _mutable_block(doc: dict) -> str:
-    out = [f"## State after {doc['observations']} scored submissions "
-           f"({doc['eligible']} eligible)", ""]
+    out = _population_block(doc["population"]) if "population" in doc else []
+    out += [f"## State after {doc['observations']} scored submissions "
+            f"({doc['eligible']} eligible)", ""]
     if doc["best_bpb"] is not None:
         out += [f"Best bpb so far: {doc['best_bpb']:.4f}.", ""]
     out += ["### Explore (share of your next submissions)", ""]
@@ -141,9 +208,11 @@ def _mutable_block(doc: dict) -> str:
     return "\n".join(out)
 
 
-def render_program(state: RegistryState, cfg) -> tuple[str, str, dict]:
-    """(program.md text, its sha256 hex digest, the JSON document carrying the digest)."""
-    doc = program_json(state, cfg)
+def render_program(state: RegistryState, cfg, who: Assignment | None = None
+                   ) -> tuple[str, str, dict]:
+    """(program.md text, its sha256 hex digest, the JSON document carrying the digest);
+    with `who`, the brief of that hotkey's population."""
+    doc = program_json(state, cfg, who=who)
     text = f"{CHARTER}\n{START}\n{_mutable_block(doc)}\n{END}\n"
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return text, digest, {**doc, "digest": digest}

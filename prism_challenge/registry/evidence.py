@@ -8,7 +8,8 @@ parameter-count bucket) until partners exist in the other cells of the same stra
     pair:    gain = bpb(C) - bpb(T)                       (> 0 supports "T beats C")
     grid:    gain = -(bpb11 - bpb10 - bpb01 + bpb00)      (> 0 supports "synergy")
 
-is one win (gain > tie), loss (gain < -tie) or tie. A queue entry is [hotkey, bpb, run].
+is one win (gain > tie), loss (gain < -tie) or tie. A queue entry is
+[hotkey, bpb, run, submission id, design] (older snapshots: the first three).
 Every run is evidence for at most ONE claim (see `ledger._observation`), so the contrasts
 are independent and the Beta-Binomial counts honest: under no effect a win has probability
 exactly 1/2. (If a run could serve several claims, its luck in one claim would steer the
@@ -33,6 +34,7 @@ class Contrast:
     gain: float | None  # None: no complete set of partners yet (the submission waits)
     partners: dict[str, int]  # cell -> index of the partner taken from that cell's queue
     runs: tuple[int, ...] = ()  # the partners' run numbers (observation index)
+    members: tuple[tuple[str, tuple], ...] = ()  # (cell, queue entry) of every partner
 
 
 def stratum_of(spec, arms: dict[str, str], match_axes: list[str]) -> str:
@@ -58,7 +60,7 @@ def match(
     used = {hotkey}
     pred = 0.0
     partners: dict[str, int] = {}
-    runs = []
+    runs, members = [], []
     for other, sign in predictors(spec)[cell]:
         queue = queues.get(queue_key(hid, other, stratum), [])
         pick = next((i for i, entry in enumerate(queue) if entry[0] not in used), None)
@@ -67,8 +69,10 @@ def match(
         used.add(queue[pick][0])
         partners[other] = pick
         runs.append(queue[pick][2])
+        members.append((other, tuple(queue[pick])))
         pred += sign * queue[pick][1]
-    return Contrast(cell, stratum, CLAIM_SIGN[cell] * (pred - bpb), partners, tuple(runs))
+    gain = CLAIM_SIGN[cell] * (pred - bpb)
+    return Contrast(cell, stratum, gain, partners, tuple(runs), tuple(members))
 
 
 def outcome(gain: float, tie: float) -> str:

@@ -2,7 +2,8 @@
 
 Parents come from proposals that refine a claim, and every interaction is a child of the
 single-factor claims over its axes. Two claims sharing an axis are `linked`, so a reader sees
-which beliefs a decision about one axis can move.
+which beliefs a decision about one axis can move. Operator annotations
+(`prism registry note`) ride on their hypothesis node.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def theory_graph(state: RegistryState, cfg) -> dict:
         t = terms_of(h, cfg)
         nodes.append({"id": h.id, "type": "hypothesis", "statement": h.statement,
                       "status": h.status, "archived": h.archived, "origin": h.origin,
-                      "mean": round(t.mean, 4), "n": t.n})
+                      "mean": round(t.mean, 4), "n": t.n,
+                      "notes": list(state.notes.get(h.id, []))})
         for axis in axes_of(h.spec):
             edges.append({"from": h.id, "to": f"axis:{axis}", "type": "about"})
         if h.parent:

@@ -3,7 +3,10 @@
 Ledger events (stored in order in `registry_events`):
 - ``hypothesis``   a gated claim enters (seed, LLM or canary);
 - ``observation``  one scored submission with its axis reading, taken when it was observed;
-- ``axis_proposal`` an LLM's new axis, proposed in a given stall cycle.
+- ``axis_proposal`` an LLM's new axis, proposed in a given stall cycle;
+- ``cycle``        one research cycle: what the LLM proposed and what the gates decided, or
+                   why it failed (the claims it added are the ``hypothesis`` events before it);
+- ``note``         an operator's annotation of a hypothesis.
 Replaying the same events from `RegistryState()` gives the same state, hence the same
 program.md and digest: nothing here reads a clock or draws a random number.
 """
@@ -15,6 +18,7 @@ import math
 from prism_challenge.registry.allocation import allocate
 from prism_challenge.registry.axes import AxisReading, AxisSpec
 from prism_challenge.registry.beta import status_of
+from prism_challenge.registry.credit import credit_contrast, credit_decision, design_of, prune
 from prism_challenge.registry.evidence import Contrast, match, outcome, queue_key, stratum_of
 from prism_challenge.registry.hypotheses import (
     SPEC_ADAPTER,
@@ -25,6 +29,7 @@ from prism_challenge.registry.hypotheses import (
     cell_of,
     check_against,
 )
+from prism_challenge.registry.journal import apply_cycle, apply_note
 from prism_challenge.registry.state import (
     AxisProposalState,
     Checkpoint,
@@ -35,8 +40,7 @@ from prism_challenge.registry.state import (
 
 RECENT = 256
 STRATA_MAX = 256  # waiting cells kept per hypothesis (oldest dropped first)
-FILL_POINTS = 1.0
-DECIDE_POINTS = 3.0
+CONTRASTS_MAX = 2000  # contrasts remembered between two research cycles (for the journal)
 
 
 class LedgerError(ValueError):
@@ -44,7 +48,8 @@ class LedgerError(ValueError):
 
 
 def apply(state: RegistryState, kind: str, payload: dict, cfg) -> RegistryState:
-    handler = {"hypothesis": _hypothesis, "observation": _observation, "axis_proposal": _axis}
+    handler = {"hypothesis": _hypothesis, "observation": _observation, "axis_proposal": _axis,
+               "cycle": _cycle, "note": _note}
     if kind not in handler:
         raise LedgerError(f"unknown ledger event {kind!r}")
     handler[kind](state, payload, cfg)
@@ -81,17 +86,17 @@ def _hypothesis(state: RegistryState, p: dict, cfg) -> None:
         cell = cell_of(spec, reading)
         if cell is not None:
             _push(state, queue_key(hid, cell, stratum_of(spec, r["arms"], cfg.match_axes)),
-                  r["hotkey"], r["bpb"], r["run"], cfg)
+                  [r["hotkey"], r["bpb"], r["run"], r.get("sid"), design_of(r["arms"])], cfg)
 
 
-def _push(state: RegistryState, key: str, hotkey: str, bpb: float, run: int, cfg) -> None:
+def _push(state: RegistryState, key: str, entry: list, cfg) -> None:
     if key not in state.queues:
         hid = key.split("|", 1)[0] + "|"
         mine = [k for k in state.queues if k.startswith(hid)]
         for old in mine[: max(len(mine) - STRATA_MAX + 1, 0)]:  # oldest waiting cells go
             del state.queues[old]
     queue = state.queues.setdefault(key, [])
-    queue.append([hotkey, bpb, run])
+    queue.append(entry)
     del queue[: max(len(queue) - cfg.queue_max, 0)]
 
 
@@ -100,23 +105,32 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
     if not math.isfinite(bpb) or bpb < 0:
         raise LedgerError(f"observation refused: bpb {bpb!r} is not a finite non-negative number")
     reading = AxisReading.model_validate(p["reading"])
+    sid = p.get("submission_id")
     state.n_obs += 1
-    if p["eligible"]:
+    if p["eligible"] and p.get("censored"):  # a lower bound: no contrast can use it
+        state.n_censored += 1
+        _track_stall(state, None, None, cfg)  # it could not beat the leader: no new best
+    elif p["eligible"]:
         state.n_eligible += 1
-        _track_stall(state, bpb, cfg)
-        _evidence(state, reading, p["hotkey"], bpb, cfg)
+        _track_stall(state, bpb, reading, cfg)
+        run = [p["hotkey"], bpb, state.n_obs, sid, design_of(reading.arms)]
+        _evidence(state, reading, run, cfg)
         state.recent.append({"hotkey": p["hotkey"], "bpb": bpb, "arms": reading.arms,
-                             "raw": reading.raw, "run": state.n_obs})
+                             "raw": reading.raw, "run": state.n_obs, "sid": sid})
         del state.recent[: max(len(state.recent) - RECENT, 0)]
-    floor = state.n_obs - cfg.credit_window
-    state.credits = [c for c in state.credits if c[0] > floor]
+    prune(state, cfg)
     if state.n_obs % cfg.checkpoint_every == 0:
         _checkpoint(state, cfg)
 
 
-def _track_stall(state: RegistryState, bpb: float, cfg) -> None:
-    if state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb:
+def _track_stall(state: RegistryState, bpb: float | None, reading: AxisReading | None,
+                 cfg) -> None:
+    """`bpb` None: a censored run, known only not to be a new best."""
+    if bpb is None and state.best_bpb is None:
+        return
+    if bpb is not None and (state.best_bpb is None or bpb < state.best_bpb - cfg.tie_bpb):
         state.best_bpb = bpb
+        state.best_arms = dict(reading.arms)
         state.since_best = 0
         return
     state.since_best += 1
@@ -124,13 +138,15 @@ def _track_stall(state: RegistryState, bpb: float, cfg) -> None:
         state.stall_cycle += 1
 
 
-def _evidence(state, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None:
+def _evidence(state, reading: AxisReading, run: list, cfg) -> None:
     """Single use: a run is evidence for at most one pair claim (single factor, threshold)
     and at most one grid claim. Of the claims of a pool it can complete, the one whose
     partners waited longest wins (then the lowest id). Partners leave the queues of their
     pool; a run used by a pair claim X stays available only to grids over X's axes, whose
     strata exclude the axes X's outcome can steer. Grids steer no recipe, so using a run in
-    a grid leaves it available to pair claims. Otherwise the run waits wherever it falls."""
+    a grid leaves it available to pair claims. Otherwise the run waits wherever it falls.
+    `run` is the new queue entry [hotkey, bpb, run index, submission id, design]."""
+    hotkey, bpb = run[0], run[1]
     waits: list[tuple[HypState, str]] = []
     best: dict[bool, tuple[HypState, Contrast]] = {}
     for h in state.live():
@@ -151,7 +167,7 @@ def _evidence(state, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None
             continue
         if not grid and pair is not None:
             continue
-        _push(state, key, hotkey, bpb, state.n_obs, cfg)
+        _push(state, key, list(run), cfg)
     for grid, (h, c) in sorted(best.items()):
         gone = set(c.runs)
         for key, queue in state.queues.items():
@@ -161,24 +177,28 @@ def _evidence(state, reading: AxisReading, hotkey: str, bpb: float, cfg) -> None
                 continue
             if (in_pool or not grid) and any(entry[2] in gone for entry in queue):
                 queue[:] = [entry for entry in queue if entry[2] not in gone]
-        _record(state, h, c, hotkey, cfg)
+        _record(state, h, c, run, cfg)
 
 
 def _nested(grid: HypState, pair: HypState) -> bool:
     return set(axes_of(pair.spec)) <= set(axes_of(grid.spec))
 
 
-def _record(state, h: HypState, c: Contrast, hotkey: str, cfg) -> None:
-    if h.status == "active":  # it completed a contrast the directives asked for
-        state.credits.append([state.n_obs, hotkey, FILL_POINTS])
+def _record(state, h: HypState, c: Contrast, run: list, cfg) -> None:
+    if h.status == "active":  # a contrast the directives asked for
+        credit_contrast(state, h, [run, *(entry for _, entry in c.members)], cfg)
     h.gain_n += 1
     h.gain_sum += c.gain
     h.gain_sq += c.gain * c.gain
     result = outcome(c.gain, cfg.tie_bpb)
+    sids = [x for x in (run[3], *(e[3] if len(e) > 3 else None for _, e in c.members))
+            if x is not None]
+    state.contrasts.append([state.n_obs, h.id, result, sids])
+    del state.contrasts[: max(len(state.contrasts) - CONTRASTS_MAX, 0)]
     if result == "tie":
         h.ties += 1
     else:
-        _count(state, h, result, hotkey, cfg)
+        _count(state, h, result, run, cfg)
     if h.canary_axis:
         _judge_canary(state, h, cfg)
     if h.status == "refuted" and not h.archived:
@@ -186,7 +206,7 @@ def _record(state, h: HypState, c: Contrast, hotkey: str, cfg) -> None:
         h.archive_reason = f"refuted at observation {state.n_obs}"
 
 
-def _count(state: RegistryState, h: HypState, result: str, hotkey: str, cfg) -> None:
+def _count(state: RegistryState, h: HypState, result: str, run: list, cfg) -> None:
     if result == "win":
         h.wins += 1
     else:
@@ -196,7 +216,7 @@ def _count(state: RegistryState, h: HypState, result: str, hotkey: str, cfg) -> 
     h.streak = h.streak + 1 if h.status == "active" and h.n >= cfg.min_n else 0
     if h.status != "active" and before == "active":
         h.decided_at = state.n_obs
-        state.credits.append([state.n_obs, hotkey, DECIDE_POINTS])
+        credit_decision(state, run, cfg)
 
 
 def _judge_canary(state: RegistryState, h: HypState, cfg) -> None:
@@ -249,6 +269,20 @@ def _axis(state: RegistryState, p: dict, cfg) -> None:
          "rationale": prop.rationale, "canary_axis": spec.name},
         cfg,
     )
+
+
+def _cycle(state: RegistryState, p: dict, cfg) -> None:
+    try:
+        apply_cycle(state, p, cfg)
+    except ValueError as exc:
+        raise LedgerError(f"cycle refused: {exc}") from exc
+
+
+def _note(state: RegistryState, p: dict, cfg) -> None:
+    try:
+        apply_note(state, p)
+    except ValueError as exc:
+        raise LedgerError(f"note refused: {exc}") from exc
 
 
 def _checkpoint(state: RegistryState, cfg) -> None:

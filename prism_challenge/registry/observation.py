@@ -12,7 +12,9 @@ from prism_challenge.sandbox.record import MeasuredAxes
 class Observation(BaseModel):
     """One scored submission. `measured` is the run record's `axes`; `declared` is the
     bundle's `prism.toml` [axes] table as a plain dict; ineligible (zeroed) runs are kept in
-    the ledger but are never evidence or references."""
+    the ledger but are never evidence or references. A `censored` run was stopped early:
+    `bpb` is only a lower bound on its score, so it certifies "no new best" (the stall
+    count) but is never a contrast's partner, whose gain needs a full bpb."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -23,6 +25,7 @@ class Observation(BaseModel):
     declared: dict = {}
     bpb: float
     eligible: bool
+    censored: bool = False
     accepted_at: float = Field(ge=0)
 
     @field_validator("bpb")

@@ -5,7 +5,8 @@ is trusted: a hypothesis enters only if it parses against the schema, is over kn
 and arms, is not a normalised duplicate nor a near duplicate of a claim already held, and
 claims importance >= `min_importance`. A new axis must have a bounded domain; the ledger
 adopts it only when the same proposal recurs in `axis_recurrence` stall cycles, and then
-only as a canary. An unreachable LLM costs a proposal round, never a submission.
+only as a canary. An unreachable LLM costs a proposal round (`cycle.py` runs the rounds),
+never a submission.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import difflib
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prism_challenge.registry.axes import AxisSpec
@@ -28,8 +28,10 @@ from prism_challenge.registry.hypotheses import (
     canonical_key,
     check_against,
 )
-from prism_challenge.registry.ledger import LedgerError
 from prism_challenge.registry.state import RegistryState, terms_of
+
+if TYPE_CHECKING:  # `openai` is imported where it is called: every `prism` command loads
+    import openai  # the registry, and only the research loop talks to an LLM
 
 
 class HypothesisProposal(BaseModel):
@@ -50,19 +52,20 @@ class AxisProposal(BaseModel):
     rationale: str = Field("", max_length=500)
 
 
-@dataclass
-class ProposalReport:
-    accepted: list[str] = field(default_factory=list)  # hypothesis ids / axis names
-    rejected: list[tuple[dict, str]] = field(default_factory=list)  # (raw, reason)
-    error: str | None = None
-
-
 def make_client(llm_settings) -> openai.OpenAI:
-    """An OpenAI-compatible client from the `llm` settings; the key only from the env."""
+    """An OpenAI-compatible client from the `llm` settings; the key only from the env.
+    No retries inside the client: the research loop backs off between cycles instead."""
+    key = os.environ.get(llm_settings.api_key_env)
+    if not key:
+        raise ValueError(
+            f"the research cycle needs an LLM key in the environment variable "
+            f"{llm_settings.api_key_env} (llm.api_key_env); set it, or set "
+            "registry.cycle_scored: 0 to run without proposals"
+        )
+    import openai
+
     return openai.OpenAI(
-        base_url=llm_settings.base_url,
-        api_key=os.environ.get(llm_settings.api_key_env, "unset"),
-        timeout=llm_settings.timeout_s,
+        base_url=llm_settings.base_url, api_key=key, timeout=llm_settings.timeout_s,
         max_retries=0,
     )
 
@@ -129,9 +132,12 @@ def gate_axis(raw: dict, state: RegistryState) -> tuple[AxisProposal | None, str
     return prop, "ok"
 
 
-def _brief(state: RegistryState, cfg) -> str:
+def brief(state: RegistryState, cfg, *, wanted: int) -> str:
+    """What the LLM is shown: the schema, every claim (archived ones too, so it does not
+    propose them again) and progress. Only registry-made text: no miner writes any of it."""
     return json.dumps(
         {
+            "wanted": wanted,
             "axes": [{"name": a.name, "kind": a.kind, "arms": a.arms} for a in state.schema()],
             "hypotheses": [
                 {"id": h.id, "statement": h.statement, "status": h.status,
@@ -140,6 +146,7 @@ def _brief(state: RegistryState, cfg) -> str:
             ],
             "best_bpb": state.best_bpb,
             "observations": state.n_obs,
+            "stalled_for": state.since_best,
         },
         sort_keys=True,
     )
@@ -148,86 +155,58 @@ def _brief(state: RegistryState, cfg) -> str:
 HYPOTHESIS_PROMPT = (
     "You propose falsifiable hypotheses about which design axes make a small language model "
     "learn faster from scratch (lower prequential bits per byte). Use only the axes and arms "
-    "given. Answer with JSON {\"hypotheses\": [{\"spec\": {...}, \"importance\": 0..1, "
+    "given; propose at most `wanted` claims, none that is already listed. Answer with JSON "
+    "{\"hypotheses\": [{\"spec\": {...}, \"importance\": 0..1, "
     "\"rationale\": str, \"parent\": id|null}]} where spec is one of "
     "{\"kind\":\"single\",\"axis\",\"treatment\",\"control\"}, "
     "{\"kind\":\"threshold\",\"axis\",\"threshold\",\"better\":\"above\"|\"below\"}, "
     "{\"kind\":\"interaction\",\"axis_a\",\"a1\",\"a0\",\"axis_b\",\"b1\",\"b0\"}."
 )
 AXIS_PROMPT = (
-    "Progress has stalled. Propose new design axes miners could declare in prism.toml. "
+    "Progress has stalled. Propose at most `wanted` new design axes miners could declare in "
+    "prism.toml. "
     "Answer with JSON {\"axes\": [{\"spec\": {\"name\", \"kind\": int|float|logfloat|"
     "categorical, \"low\", \"high\", \"edges\", \"values\" (<= 8), \"description\"}, "
     "\"treatment\": arm, \"control\": arm, \"rationale\": str}]}."
 )
 
 
-def _ask(client: openai.OpenAI, model: str, system: str, brief: str, name: str) -> list[dict]:
-    response = client.chat.completions.create(
-        model=model,
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": brief}],
-        response_format={
-            "type": "json_schema",
-            "json_schema": {
-                "name": name,
-                "schema": {"type": "object", "properties": {name: {"type": "array"}},
-                           "required": [name]},
-            },
+class LlmFailure(RuntimeError):
+    """No usable answer this time: the endpoint is down, timed out, or sent garbage."""
+
+
+def ask(client: openai.OpenAI, llm, system: str, user: str, name: str) -> list:
+    """The `name` list of the LLM's JSON answer; `LlmFailure` says why there is none.
+    `llm` is the `llm` settings section (model, response format, token and time limits)."""
+    fmt = {"type": "json_object"} if llm.response_format == "json_object" else {
+        "type": "json_schema",
+        "json_schema": {
+            "name": name,
+            "schema": {"type": "object", "properties": {name: {"type": "array"}},
+                       "required": [name]},
         },
-        temperature=0,
-    )
-    doc = json.loads(response.choices[0].message.content or "")
+    }
+    import openai
+
+    try:
+        response = client.chat.completions.create(
+            model=llm.model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            response_format=fmt,
+            temperature=llm.temperature,
+            max_tokens=llm.max_output_tokens,
+        )
+    except openai.APITimeoutError:
+        raise LlmFailure(f"timeout after {llm.timeout_s:g}s") from None
+    except openai.OpenAIError as exc:
+        raise LlmFailure(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    if not response.choices or not response.choices[0].message.content:
+        raise LlmFailure("the endpoint answered with no content")
+    try:
+        doc = json.loads(response.choices[0].message.content)
+    except ValueError as exc:
+        raise LlmFailure(f"the answer is not JSON: {str(exc)[:200]}") from None
     items = doc.get(name) if isinstance(doc, dict) else None
     if not isinstance(items, list):
-        raise ValueError(f"the answer has no {name!r} list")
+        raise LlmFailure(f"the answer has no {name!r} list")
     return items
-
-
-def propose_hypotheses(registry, client: openai.OpenAI, model: str) -> ProposalReport:
-    """Ask for hypotheses, gate them, add the survivors to the ledger (origin "llm")."""
-    cfg, report = registry.cfg, ProposalReport()
-    state = registry.state()
-    try:
-        items = _ask(client, model, HYPOTHESIS_PROMPT, _brief(state, cfg), "hypotheses")
-    except (openai.OpenAIError, ValueError) as exc:
-        report.error = f"{type(exc).__name__}: {exc}"
-        return report
-    for raw in items[: cfg.max_proposals]:
-        prop, why = gate_hypothesis(raw if isinstance(raw, dict) else {}, state, cfg)
-        if prop is None:
-            report.rejected.append((raw, why))
-            continue
-        try:
-            hid = registry.add_hypothesis(
-                {"spec": prop.spec.model_dump(), "origin": "llm", "importance": prop.importance,
-                 "rationale": prop.rationale, "parent": prop.parent}
-            )
-        except LedgerError as exc:
-            report.rejected.append((raw, str(exc)))
-            continue
-        report.accepted.append(hid)
-        state = registry.state()
-    return report
-
-
-def propose_axes(registry, client: openai.OpenAI, model: str) -> ProposalReport:
-    """When stalled, ask for new axes; each gated proposal is recorded for its stall cycle."""
-    cfg, report = registry.cfg, ProposalReport()
-    stalled, cycle = registry.stalled()
-    if not stalled:
-        report.error = "not stalled"
-        return report
-    state = registry.state()
-    try:
-        items = _ask(client, model, AXIS_PROMPT, _brief(state, cfg), "axes")
-    except (openai.OpenAIError, ValueError) as exc:
-        report.error = f"{type(exc).__name__}: {exc}"
-        return report
-    for raw in items[: cfg.max_proposals]:
-        prop, why = gate_axis(raw if isinstance(raw, dict) else {}, state)
-        if prop is None:
-            report.rejected.append((raw, why))
-            continue
-        registry.propose_axis({**prop.model_dump(), "cycle": cycle})
-        report.accepted.append(prop.spec.name)
-    return report

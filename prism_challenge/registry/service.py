@@ -8,17 +8,19 @@ written together or not at all. A refused event raises `LedgerError` and stores 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections.abc import Callable
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from prism_challenge.registry.axes import read_axes
+from prism_challenge.registry.credit import credit_table, research_credits
 from prism_challenge.registry.directives import render_program
 from prism_challenge.registry.graph import theory_graph
 from prism_challenge.registry.ledger import apply
 from prism_challenge.registry.observation import Observation
+from prism_challenge.registry.populations import assignment_for
 from prism_challenge.registry.seeds import SEED_HYPOTHESES
 from prism_challenge.registry.state import RegistryState, terms_of
 from prism_challenge.storage.db import Store
@@ -26,8 +28,11 @@ from prism_challenge.storage.tables import (
     RegistryCheckpoint,
     RegistryEvent,
     RegistryHypothesis,
+    RegistryJournal,
     RegistrySnapshot,
 )
+
+Event = tuple[str, str, dict]  # (unique key, kind, payload)
 
 
 def registry_config(settings):
@@ -72,6 +77,7 @@ class Registry:
             payload = {
                 "submission_id": obs.submission_id, "hotkey": obs.hotkey, "digest": obs.digest,
                 "bpb": obs.bpb, "eligible": obs.eligible, "accepted_at": obs.accepted_at,
+                **({"censored": True} if obs.censored else {}),
                 "reading": reading.model_dump(),
             }
             self._append(s, state, key, "observation", payload, created_at=obs.accepted_at)
@@ -93,6 +99,29 @@ class Registry:
             name = payload.get("spec", {}).get("name")
             self._append(s, state, f"axis:{name}:{payload.get('cycle')}:{state.seq}",
                          "axis_proposal", payload)
+
+    def record(self, plan: Callable[[RegistryState], list[Event]]) -> list[Event]:
+        """Append the events `plan` derives from the current state, all or none, in one
+        transaction; returns them ([] when another process appended one of the same keys
+        first, e.g. the same research cycle)."""
+        try:
+            with self.store.session() as s:
+                state = self._load(s)
+                events = plan(state.model_copy(deep=True))
+                for key, kind, payload in events:
+                    self._append(s, state, key, kind, payload)
+                return events
+        except IntegrityError:
+            return []
+
+    def note(self, hypothesis: str, text: str) -> dict:
+        """An operator's annotation of a hypothesis (LedgerError when refused); returns the
+        journal entry it made."""
+        with self.store.session() as s:
+            state = self._load(s)
+            self._append(s, state, f"note:{state.seq}", "note",
+                         {"hypothesis": hypothesis, "text": text, "time": time.time()})
+            return state.journal[-1]
 
     def _append(self, s: Session, state: RegistryState, key: str, kind: str, payload: dict,
                 created_at: float | None = None) -> None:
@@ -120,15 +149,14 @@ class Registry:
         for c in state.checkpoints:
             if s.get(RegistryCheckpoint, c.at) is None:
                 s.add(RegistryCheckpoint(at=c.at, entry=c.model_dump()))
+        for e in state.journal:
+            if s.get(RegistryJournal, e["n"]) is None:
+                s.add(RegistryJournal(n=e["n"], kind=e["kind"], at=e["at"], entry=e))
 
     # -- reading -------------------------------------------------------------------------
 
     def _load(self, s: Session) -> RegistryState:
-        snap = s.get(RegistrySnapshot, 1)
-        count = s.execute(select(func.count()).select_from(RegistryEvent)).scalar()
-        if snap is not None and snap.seq == count:
-            return RegistryState.model_validate_json(snap.state)
-        return replay(self._events(s), self.cfg)
+        return read_state(s, self.cfg) or RegistryState()
 
     @staticmethod
     def _events(s: Session) -> list[tuple[str, dict]]:
@@ -147,6 +175,12 @@ class Registry:
     def program(self) -> tuple[str, str, dict]:
         """(program.md, sha256 digest, JSON document)."""
         return render_program(self.state(), self.cfg)
+
+    def program_for(self, hotkey: str, settings, block: int | None) -> tuple[str, str, dict]:
+        """The brief of `hotkey`'s population (`settings`: the whole node `Settings`;
+        `block`: the chain block, for the population epoch when online)."""
+        state = self.state()
+        return render_program(state, self.cfg, assignment_for(hotkey, state, settings, block))
 
     def hypotheses(self, *, include_archived: bool = True) -> list[dict]:
         state = self.state()
@@ -174,15 +208,32 @@ class Registry:
     def research_credits(self) -> dict[str, float]:
         return research_credits(self.state())
 
+    def credit_table(self) -> list[dict]:
+        return credit_table(self.state(), self.cfg)
 
-def research_credits(state: RegistryState) -> dict[str, float]:
-    """Hotkey -> share of the research pot (sums to 1; empty when nobody earned any):
-    1 point for a run that filled an open test cell, 3 for the run that decided a claim."""
-    points: dict[str, float] = defaultdict(float)
-    for _, hotkey, p in state.credits:
-        points[hotkey] += p
-    total = sum(points.values())
-    return {k: v / total for k, v in sorted(points.items())} if total else {}
+    def journal(self, *, offset: int = 0, limit: int = 20) -> tuple[int, list[dict]]:
+        """(entries in all, `limit` entries from the `offset`-th newest, newest first)."""
+        with self.store.session() as s:
+            return journal_page(s, offset=offset, limit=limit)
+
+
+def journal_page(s: Session, *, offset: int, limit: int) -> tuple[int, list[dict]]:
+    total = s.execute(select(func.count()).select_from(RegistryJournal)).scalar() or 0
+    rows = s.execute(select(RegistryJournal.entry).order_by(RegistryJournal.n.desc())
+                     .offset(offset).limit(limit)).scalars()
+    return total, list(rows)
+
+
+def read_state(s: Session, cfg) -> RegistryState | None:
+    """The state as stored, without seeding an empty ledger (for read-only pages);
+    None before the registry's first use."""
+    snap = s.get(RegistrySnapshot, 1)
+    count = s.execute(select(func.count()).select_from(RegistryEvent)).scalar()
+    if not count:
+        return None
+    if snap is not None and snap.seq == count:
+        return RegistryState.model_validate_json(snap.state)
+    return replay(Registry._events(s), cfg)
 
 
 def _row(h, t, mean, se) -> dict:

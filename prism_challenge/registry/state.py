@@ -77,16 +77,28 @@ class Checkpoint(_M):
     shares: dict[str, list[float]]  # hid -> [share before, share now]
 
 
+class CycleMarks(_M):
+    """What the journal compares a research cycle with: the beliefs at the previous one."""
+
+    means: dict[str, float] = {}
+    n: dict[str, int] = {}
+    status: dict[str, str] = {}
+    axes: dict[str, str] = {}
+
+
 class RegistryState(_M):
     seq: int = 0  # ledger events applied
     n_obs: int = 0
     n_eligible: int = 0
+    n_censored: int = 0  # eligible runs stopped early: stall evidence, never contrasts
     axes: list[AxisSpec] = list(DEFAULT_AXES)
     axis_status: dict[str, str] = {a.name: "active" for a in DEFAULT_AXES}
     hypotheses: dict[str, HypState] = {}
-    queues: dict[str, list[list]] = {}  # "hid|cell|stratum" -> [[hotkey, bpb, run]]
+    # "hid|cell|stratum" -> [[hotkey, bpb, run, submission id, design]] (older: first 3)
+    queues: dict[str, list[list]] = {}
     recent: list[dict] = []  # last eligible readings, to seed the queues of new hypotheses
     best_bpb: float | None = None
+    best_arms: dict[str, str] = {}  # the arms of the run that set best_bpb (the leader's design)
     since_best: int = 0
     stall_cycle: int = 0
     axis_proposals: dict[str, AxisProposalState] = {}
@@ -95,8 +107,18 @@ class RegistryState(_M):
     last_shares: dict[str, float] = {}
     last_ids: list[str] = []
     last_archived: list[str] = []
-    credits: list[list] = []  # [observation index, hotkey, points]
+    # [observation index, hotkey, points, design, run index] (see credit.py)
+    credits: list[list] = []
     requested: dict[str, list[str]] = {}  # hid -> ["cell|stratum"] open when last rendered
+    cycles: int = 0  # research cycles that got an answer
+    cycle_failures: int = 0  # research cycles the LLM failed (down, timeout, garbage)
+    failure_streak: int = 0  # failed cycles since the last one that got an answer
+    cycle_obs: int = 0  # n_obs when the last cycle got an answer
+    marks: CycleMarks = CycleMarks()  # beliefs at the last cycle: what moved since
+    contrasts: list[list] = []  # since the last cycle: [obs, hid, outcome, [submission ids]]
+    notes: dict[str, list[dict]] = {}  # hid -> operator annotations, oldest first
+    journal_n: int = 0  # journal entries written so far
+    journal: list[dict] = []  # the newest entries (the store keeps every one)
 
     def schema(self) -> list[AxisSpec]:
         """Axes a submission is read on now: active and canary, never reverted."""

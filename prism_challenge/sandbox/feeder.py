@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.early_stop import Decision, EarlyStopPlan, Watch
 from prism_challenge.sandbox.sampling import kept_positions
 from prism_challenge.sandbox.stream_order import LaneOrder
 
@@ -51,6 +52,7 @@ class FeederPlan:
     sample_secret: bytes  # decides which positions the record keeps; never sent inside
     sample_rows: int = 16
     lanes: int = 256
+    early_stop: EarlyStopPlan | None = None  # the validator's bar, fixed before the run
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class FeederState:
     claimed: set[int] = field(default_factory=set)
     infra_error: str | None = None  # the feeder itself failed: not the miner's fault
     diverged: str | None = None  # replay: the run asked for something the original did not
+    stopped: Decision | None = None  # early stop: the run could no longer take the lead
 
 
 class Feeder:
@@ -122,6 +125,8 @@ class Feeder:
         self.plan = plan
         self.replay = replay
         self.order = LaneOrder(plan.budget_rows, plan.lanes)
+        # a replay reproduces a scored run to its checks: it is never stopped early
+        self.watch = Watch(plan.early_stop) if plan.early_stop and replay is None else None
         self.path = Path(socket_path)
         self.state = FeederState()
         self.t0 = time.monotonic()
@@ -359,11 +364,33 @@ class Feeder:
                 st.diverged = (f"step {step}: the replay took {per_rank} rows per rank, the "
                                f"original run {'none' if original is None else original[0]}")
                 return _Step(rows, 0, st.next_position, True)
-        if late or per_rank < 1:
+        if late or per_rank < 1 or self._hopeless():
             return _Step(rows, 0, st.next_position, True)
         alloc = _Step(rows, per_rank, st.next_position, False)
         st.next_position += per_rank * W
         return alloc
+
+    def _hopeless(self) -> bool:
+        """Past a checkpoint, judged on the longest stretch of the stream from its start
+        whose losses have all arrived (ranks report at their own pace): may this run still
+        take the lead? Called under the lock."""
+        st = self.state
+        if st.stopped is not None:
+            return True
+        if self.watch is None or not self.watch.due(st.next_position):
+            return False  # the cheap test: nothing to judge before the stream passes one
+        reported = []
+        for served in sorted(st.served.values(), key=lambda s: s.position):
+            if served.nats is None:
+                break
+            reported.append((served.position, len(served.rows), served.nats))
+        end = reported[-1][0] + reported[-1][1] if reported else 0
+        if not self.watch.due(end):
+            return False
+        decision = self.watch.check(end, reported)
+        if decision.stop:
+            st.stopped = decision
+        return decision.stop
 
     def kill_at(self, grace_s: float) -> float | None:
         """When the run must be over: the deadline plus `grace_s` to return and save."""

@@ -133,6 +133,19 @@ class Placement(Model):
     launcher: str
 
 
+class EarlyStop(Model):
+    """The run was stopped at a checkpoint because even the conservative bound on its final
+    prequential bpb could not clear the bar the validator fixed before it started: its score
+    is censored (known only to be at least `bound_bpb`), never a full result."""
+
+    checkpoint: float = Field(gt=0, lt=1)  # fraction of the budget's rows
+    position: int = Field(ge=0)  # stream rows consumed when judged
+    bound_bpb: float
+    target_bpb: float  # (1 - dethrone margin) * the leader's bpb
+    leader_submission: int
+    max_gain: float
+
+
 class RunRecord(Model):
     version: Literal[1, 2] = RECORD_VERSION
     digest: str
@@ -158,3 +171,12 @@ class RunRecord(Model):
     sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
     telemetry: list[TelemetryPoint] = []
     placement: Placement | None = None
+    stopped_early: EarlyStop | None = None
+
+    def telemetry_series(self) -> dict[str, list[tuple[int, float]]]:
+        """`ctx.log` as one (step, value) series per name, in step order (names sorted)."""
+        series: dict[str, list[tuple[int, float]]] = {}
+        for point in sorted(self.telemetry, key=lambda p: p.step):
+            for name, value in point.values.items():
+                series.setdefault(name, []).append((point.step, value))
+        return dict(sorted(series.items()))

@@ -36,6 +36,7 @@ from prism_challenge.sandbox.backends import (
     minimal_env,
 )
 from prism_challenge.sandbox.devices import discover_gpus
+from prism_challenge.sandbox.early_stop import EarlyStopPlan, LeaderCurve, checkpoint_positions
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
@@ -44,6 +45,7 @@ from prism_challenge.sandbox.record import (
     BatchEntry,
     Budget,
     Consumed,
+    EarlyStop,
     EvalResult,
     MeasuredAxes,
     Placement,
@@ -250,14 +252,38 @@ class Runner:
             name=f"{name}-eval",
         )
 
-    def _feeder_plan(self, secret: bytes) -> FeederPlan:
+    def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
+                        ) -> EarlyStopPlan | None:
+        """The bar a run must be able to clear, from the verified leader's score and record
+        (the validator's own), or None when early stop is off or the leader's run cannot be
+        compared position by position (another manifest, budget or stream order, or it did
+        not consume the whole budget)."""
+        cfg = self.settings.scoring.early_stop
+        margin = self.settings.scoring.dethrone_margin
+        same_stream = (leader.manifest_sha256 == self.train.manifest.sha256
+                       and leader.lanes == self.order.lanes
+                       and leader.budget == self.budget)
+        if not cfg.enabled or not same_stream or not math.isfinite(leader_bpb):
+            return None
+        curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in leader.batches),
+                                         self.budget_rows)
+        checkpoints = checkpoint_positions(cfg.checkpoints, self.budget_rows)
+        if curve is None or not checkpoints:
+            return None
+        return EarlyStopPlan(target_bpb=(1.0 - margin) * leader_bpb, leader=curve,
+                             leader_id=leader_id, checkpoints=checkpoints,
+                             max_gain=cfg.max_gain, budget_bytes=self.budget.bytes,
+                             recent_rows=max(1, math.ceil(cfg.recent * self.budget_rows)))
+
+    def _feeder_plan(self, secret: bytes, early_stop: EarlyStopPlan | None = None
+                     ) -> FeederPlan:
         c, v = self.settings.challenge, self.settings.verification
         return FeederPlan(
             seq_len=c.seq_len, vocab_size=self.vocab_size, separator_id=self.separator_id,
             param_cap=c.param_cap, token_budget=self.budget_rows * c.seq_len,
             budget_rows=self.budget_rows, deadline_s=c.deadline_s,
             world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
-            sample_rows=v.sample_rows, lanes=c.stream_lanes,
+            sample_rows=v.sample_rows, lanes=c.stream_lanes, early_stop=early_stop,
         )
 
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
@@ -297,18 +323,27 @@ class Runner:
 
     # ---- one run --------------------------------------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
-            *, cancel: threading.Event | None = None) -> RunRecord:
-        """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile."""
+            *, cancel: threading.Event | None = None,
+            early_stop: EarlyStopPlan | None = None) -> RunRecord:
+        """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile.
+
+        With `early_stop` (fixed by the validator before the run), the feeder stops serving
+        at a checkpoint where the run can no longer take the lead; the record says so."""
         cancel = cancel or threading.Event()
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         name = f"prism-{digest[:12]}"
         secret = secrets.token_bytes(32)
         self.on_event("training in the sandbox")
-        feeder, train_result = self._train(paths, name, self._feeder_plan(secret), cancel)
+        feeder, train_result = self._train(paths, name, self._feeder_plan(secret, early_stop),
+                                           cancel)
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
         exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
+        stopped = _stopped_early(feeder, early_stop, self.budget_rows)
+        if stopped is not None and exit_reason == "ok":
+            exit_detail = (f"stopped early at {stopped.checkpoint:.0%} of the budget: "
+                           f"{feeder.state.stopped.reason}")
         axes = _axes(finish.axes if finish else None)
         self.on_event("evaluating the final weights and the random-init twin (held out)")
         eval_result, eval_s = self._evaluate(paths, name, axes, secret, cancel)
@@ -332,7 +367,7 @@ class Runner:
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
             lanes=c.stream_lanes, sample_rows=self.settings.verification.sample_rows,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
-            placement=self.placement(),
+            placement=self.placement(), stopped_early=stopped,
         )
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
@@ -477,6 +512,17 @@ def _axes(raw: dict | None) -> MeasuredAxes | None:
         return MeasuredAxes.model_validate(raw)
     except ValueError:
         return None
+
+
+def _stopped_early(feeder: Feeder, plan: EarlyStopPlan | None, budget_rows: int
+                   ) -> EarlyStop | None:
+    decision = feeder.state.stopped
+    if decision is None or plan is None:
+        return None
+    return EarlyStop(checkpoint=plan.checkpoints[decision.checkpoint] / budget_rows,
+                     position=decision.position, bound_bpb=decision.bound_bpb,
+                     target_bpb=plan.target_bpb, leader_submission=plan.leader_id,
+                     max_gain=plan.max_gain)
 
 
 def _telemetry(raw) -> list[TelemetryPoint]:

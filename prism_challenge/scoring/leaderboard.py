@@ -1,13 +1,17 @@
 """Ranking scored submissions and deriving the leader (DESIGN §7, last bullet).
 
 Pure functions over `Entry` values. The ranking key is (bpb on an epsilon grid, larger
-held-out delta, earlier acceptance). The leader is not stored anywhere: it is derived by
-replaying the eligible submissions in the order they were accepted, where a challenger takes
-the lead only if it ranks ahead of the leader AND its bpb is at least `dethrone_margin`
-(relative) below the leader's. The same scores therefore always give the same leader.
+held-out delta, earlier precedence). Precedence is the commitment block then the uid
+(chain/precedence.py), so it is the same on every validator whatever order the uploads
+reached them in. The leader is not stored anywhere: it is derived by replaying the eligible
+submissions in precedence order, where a challenger takes the lead only if it ranks ahead
+of the leader AND its bpb is at least `dethrone_margin` (relative) below the leader's. The
+same scores therefore always give the same leader.
 
 Only a verified run (its contender replay passed) can lead; `contenders` names the eligible
-runs not yet verified that would take the lead if they were, best first.
+runs not yet verified that would take the lead if they were, best first. A run stopped early
+is censored: its bpb is only a lower bound, so it is never ranked, never leads and is never a
+contender; the board lists it apart.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import math
 from collections.abc import Collection, Iterable
 
 from pydantic import BaseModel, ConfigDict
+
+from prism_challenge.chain.precedence import precedence
 
 
 class _Frozen(BaseModel):
@@ -30,7 +36,8 @@ class Entry(_Frozen):
     digest: str
     name: str | None = None
     accepted_at: float
-    block: int | None = None
+    block: int | None = None  # of the commitment: precedence
+    uid: int | None = None  # of the committer: precedence within a block
     bpb: float
     heldout_delta: float
     eligible: bool
@@ -40,10 +47,16 @@ class Entry(_Frozen):
     scored_at: float = 0.0
     # contender replay: "none" (not asked), "queued", "running", "passed", "failed"
     verification: str = "none"
+    censored: bool = False  # stopped early: `bpb` is the bound it was stopped on
 
     @property
     def verified(self) -> bool:
         return self.verification == "passed"
+
+    @property
+    def ranked(self) -> bool:
+        """Eligible with a full score: may rank, lead and be verified."""
+        return self.eligible and not self.censored
 
 
 class Standing(_Frozen):
@@ -69,6 +82,7 @@ class Leaderboard(_Frozen):
     leader: Entry | None
     standings: list[Standing]  # each hotkey's best eligible submission, best first
     ineligible: list[Entry]  # each hotkey's latest ineligible submission, with its reason
+    censored: list[Entry] = []  # each hotkey's latest run stopped early (eligible otherwise)
     history: list[LeaderChange]
 
 
@@ -79,9 +93,14 @@ def grid(bpb: float, epsilon: float) -> float:
     return float(math.floor(bpb / epsilon + 1e-9))
 
 
+def order_key(entry: Entry) -> tuple:
+    """Precedence: commitment block, uid; then this validator's acceptance time and id."""
+    return precedence(entry.block, entry.uid, entry.accepted_at, entry.submission_id)
+
+
 def rank_key(entry: Entry, epsilon: float) -> tuple:
-    """Smaller is better: grid cell, then larger held-out delta, then earliest, then id."""
-    return (grid(entry.bpb, epsilon), -entry.heldout_delta, entry.accepted_at, entry.submission_id)
+    """Smaller is better: grid cell, then larger held-out delta, then precedence."""
+    return (grid(entry.bpb, epsilon), -entry.heldout_delta, *order_key(entry))
 
 
 def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float) -> bool:
@@ -95,14 +114,11 @@ def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float
 def replay_leader(
     entries: Iterable[Entry], *, epsilon: float, margin: float
 ) -> tuple[Entry | None, list[LeaderChange]]:
-    """Replay eligible, verified entries in accepted order; return the leader and every
+    """Replay eligible, verified entries in precedence order; return the leader and every
     change of lead."""
     leader: Entry | None = None
     history: list[LeaderChange] = []
-    for entry in sorted(
-        (e for e in entries if e.eligible and e.verified),
-        key=lambda e: (e.accepted_at, e.submission_id),
-    ):
+    for entry in sorted((e for e in entries if e.ranked and e.verified), key=order_key):
         if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin):
             history.append(
                 LeaderChange(
@@ -127,7 +143,7 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
     entries = list(entries)
     if corpus is None:
         corpus = latest_corpus(entries)
-    pool = [e for e in entries if e.corpus == corpus and e.eligible]
+    pool = [e for e in entries if e.corpus == corpus and e.ranked]
     leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin)
     found = [e for e in pool if e.verification == "none" and (
         leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin))]
@@ -135,10 +151,10 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
 
 
 def best_per_hotkey(entries: Iterable[Entry], epsilon: float) -> list[Entry]:
-    """Each hotkey's best eligible entry, best first."""
+    """Each hotkey's best eligible entry with a full score, best first."""
     best: dict[str, Entry] = {}
     for e in entries:
-        if e.eligible and (
+        if e.ranked and (
             e.hotkey not in best or rank_key(e, epsilon) < rank_key(best[e.hotkey], epsilon)
         ):
             best[e.hotkey] = e
@@ -181,9 +197,12 @@ def build_leaderboard(
         for i, e in enumerate(best_per_hotkey(pool, epsilon))
     ]
     latest_bad: dict[str, Entry] = {}
-    for e in sorted(pool, key=lambda e: (e.accepted_at, e.submission_id)):
+    latest_censored: dict[str, Entry] = {}
+    for e in sorted(pool, key=order_key):
         if not e.eligible:
             latest_bad[e.hotkey] = e
+        elif e.censored:
+            latest_censored[e.hotkey] = e
     return Leaderboard(
         corpus=corpus,
         epsilon_bpb=epsilon,
@@ -191,5 +210,6 @@ def build_leaderboard(
         leader=leader,
         standings=standings,
         ineligible=sorted(latest_bad.values(), key=lambda e: -e.accepted_at),
+        censored=sorted(latest_censored.values(), key=lambda e: -e.accepted_at),
         history=history,
     )

@@ -32,6 +32,7 @@ def load_entries(session: Session) -> list[Entry]:
             name=sub.name,
             accepted_at=sub.accepted_at,
             block=sub.block,
+            uid=sub.uid,
             bpb=score.bpb,
             heldout_delta=score.heldout_delta,
             eligible=score.eligible and not failed,
@@ -40,6 +41,7 @@ def load_entries(session: Session) -> list[Entry]:
             unreviewed=sub.reviewed == "unreviewed",
             scored_at=score.created_at,
             verification="none" if check is None else check.status,
+            censored=bool((score.detail or {}).get("censored")),
         ))
     return entries
 

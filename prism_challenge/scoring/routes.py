@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from prism_challenge.api.deps import ApiDeps
+from prism_challenge.api.params import CorpusQuery
 from prism_challenge.scoring.leaderboard import Leaderboard
 from prism_challenge.scoring.queries import load_leaderboard
-
-CORPUS_HELP = "Corpus to rank (demo or fineweb-edu); default: the one scored most recently."
 
 
 def build(deps: ApiDeps) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["scoring"])
 
     @router.get("/leaderboard", response_model=Leaderboard)
-    def leaderboard(corpus: str | None = Query(None, description=CORPUS_HELP)) -> Leaderboard:
+    def leaderboard(corpus: CorpusQuery = None) -> Leaderboard:
         with deps.store.session() as session:
             return load_leaderboard(session, deps.settings.scoring, corpus=corpus)
 

@@ -19,6 +19,8 @@ class ScoreResult(BaseModel):
     `bpb` is what ranks: the prequential bpb over the budget after the gap penalty, or the
     know-nothing `uniform_bpb` when the measured value is not finite. Optional measures
     are None when the record cannot provide them (never NaN, so the result is valid JSON).
+    A run stopped early is `censored`: its `bpb` is the bound it was stopped on (its full
+    score is only known to lie above it), and it is never ranked.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,10 +37,27 @@ class ScoreResult(BaseModel):
     notes: list[str]
     unconsumed_tokens: int
     exit_reason: str
+    censored: bool = False
 
 
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
+
+
+def _gap_reason(gap: float, tail: float | None, record: RunRecord,
+                settings: ScoringSettings) -> str:
+    """Why a held-out bpb far above the stream's best window is not scored.
+
+    A run whose own stream got as bad as its held-out text diverged; one whose stream stayed
+    good read its targets or was tampered with. Either way the run is not scored: a model
+    that read its targets early and then "diverged" would otherwise keep its early windows."""
+    head = (f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
+            f"(zeroed at {settings.gap_zero:g})")
+    held = record.eval.val_bpb_trained if record.eval else None
+    if tail is not None and held is not None and tail >= held - settings.gap_zero:
+        return (f"{head}: the run diverged (its stream's tail is {tail:.4f} bpb, its held-out "
+                f"{held:.4f}); a run whose loss rises past its best is not scored")
+    return f"{head}: the model read its targets, or the record was tampered with"
 
 
 def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
@@ -60,18 +79,14 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
             f"{unconsumed:,} unconsumed tokens charged at log2({record.vocab_size}) bits each "
             f"(exit: {record.exit_reason})"
         )
+    tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
     if gap is not None and gap >= settings.gap_zero:
-        reasons.append(
-            f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
-            f"(zeroed at {settings.gap_zero:g}): the model read its targets, or the record "
-            "was tampered with"
-        )
+        reasons.append(_gap_reason(gap, tail, record, settings))
     elif fraction > 0:
         notes.append(
             f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
             "way to the know-nothing score"
         )
-    tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
     held = record.eval.val_bpb_trained if record.eval else None
     if tail is not None and held is not None and tail - held > settings.gap_zero:
         notes.append(
@@ -79,6 +94,14 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
             "the model did much worse while scored than it does afterwards"
         )
     bpb = uniform if measured is None else penalised_bpb(measured, uniform, fraction)
+    stop = record.stopped_early
+    if stop is not None:
+        bpb = stop.bound_bpb
+        notes.insert(0, (
+            f"censored: stopped at {stop.checkpoint:.0%} of the budget; its bpb would be at "
+            f"least {stop.bound_bpb:.4f} even {stop.max_gain:.0%} better than the leader "
+            f"(submission {stop.leader_submission}) on the rest, above the bar "
+            f"{stop.target_bpb:.4f}"))
     return ScoreResult(
         bpb=bpb,
         prequential_bpb=measured,
@@ -92,4 +115,5 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         notes=notes,
         unconsumed_tokens=unconsumed,
         exit_reason=record.exit_reason,
+        censored=stop is not None,
     )

@@ -1,16 +1,22 @@
-"""The store: one SQLAlchemy engine per node, SQLite (WAL) by default, any URL accepted.
+"""The store: one SQLAlchemy engine per node, SQLite (WAL) by default, or PostgreSQL.
 
 SQLite is opened in WAL mode with a busy timeout so that the intake API and the evaluation
-workers (separate processes) can write concurrently without `database is locked` errors.
+workers (separate processes) can write concurrently without `database is locked` errors;
+its transactions take the write lock at BEGIN, so each one sees a state no other writer can
+change under it. PostgreSQL runs at READ COMMITTED, where that is not so: the few places that
+read-then-write a fact other transactions also write (migrating, counting a hotkey's
+submissions, queueing contender replays) serialise on an advisory lock named after that fact
+(`serialize_on`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,7 +35,19 @@ class Store:
         if parsed.get_backend_name() == "sqlite":
             _tune_sqlite(self.engine, busy_timeout_ms)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        migrate(self.engine)
+        if parsed.get_backend_name() == "postgresql":
+            # Nodes starting together must not both create the schema: hold a session-level
+            # lock on another connection while `migrate` runs its own transaction.
+            with self.engine.connect() as lock:
+                lock.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _lock_key("migrate")})
+                try:
+                    migrate(self.engine)
+                finally:
+                    lock.execute(text("SELECT pg_advisory_unlock(:k)"),
+                                 {"k": _lock_key("migrate")})
+                    lock.commit()
+        else:
+            migrate(self.engine)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -46,6 +64,21 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def serialize_on(session: Session, name: str) -> None:
+    """Make the current transaction the only one holding `name` until it ends.
+
+    A no-op on SQLite, where every transaction already holds the write lock from BEGIN.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(name)})
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit key for an advisory lock (Python's hash() is salted)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big",
+                          signed=True)
 
 
 def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, inspect, select, text
 
-from prism_challenge.storage.tables import Base, SchemaVersion, Verification
+from prism_challenge.storage.tables import Base, RegistryJournal, SchemaVersion, Verification
 
 
 def _v1_initial(conn: Connection) -> None:
@@ -21,7 +21,19 @@ def _v2_verifications(conn: Connection) -> None:
     Verification.__table__.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_initial, _v2_verifications]
+def _v3_submission_uid(conn: Connection) -> None:
+    """Submissions record the committer's uid (precedence within a commitment block)."""
+    if "uid" not in {c["name"] for c in inspect(conn).get_columns("submissions")}:
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN uid INTEGER"))
+
+
+def _v4_registry_journal(conn: Connection) -> None:
+    RegistryJournal.__table__.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
+]
 LATEST = len(MIGRATIONS)
 
 

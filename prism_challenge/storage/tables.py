@@ -43,7 +43,8 @@ class Submission(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     accepted_at: Mapped[float] = mapped_column(Float, nullable=False)
-    block: Mapped[int | None] = mapped_column(Integer)
+    block: Mapped[int | None] = mapped_column(Integer)  # of the commitment (precedence)
+    uid: Mapped[int | None] = mapped_column(Integer)  # the committer's uid (tie-break)
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
     not_before: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     reviewed: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
@@ -159,6 +160,18 @@ class RegistryCheckpoint(Base):
     __tablename__ = "registry_checkpoints"
 
     at: Mapped[int] = mapped_column(Integer, primary_key=True)
+    entry: Mapped[dict] = mapped_column(JSON, nullable=False)
+
+
+class RegistryJournal(Base):
+    """The research journal: one entry per research cycle (answered or failed) and per
+    operator note, folded from the registry's ledger."""
+
+    __tablename__ = "registry_journal"
+
+    n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    at: Mapped[int] = mapped_column(Integer, nullable=False)  # observations when written
     entry: Mapped[dict] = mapped_column(JSON, nullable=False)
 
 

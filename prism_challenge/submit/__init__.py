@@ -1,6 +1,6 @@
-"""The miner-side client: load the hotkey, sign and upload a bundle, follow its status."""
+"""The miner-side client: commit a bundle, find the validators, sign and upload, follow."""
 
+from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.submit.client import SubmissionClient, SubmitError
-from prism_challenge.submit.wallet import WalletError, load_hotkey
 
-__all__ = ["SubmissionClient", "SubmitError", "WalletError", "load_hotkey"]
+__all__ = ["SubmissionClient", "SubmitError", "WalletError", "load_wallet"]

@@ -1,19 +1,23 @@
-"""The miner's side of intake: sign a bundle, upload it, and follow its status.
+"""The miner's side of intake: sign a bundle for one validator, upload it, follow its status.
 
 Every refusal from the validator comes back as `SubmitError` carrying the HTTP status and
 the server's `rule`, so callers (the CLI, scripts, tests) branch on the rule, not on text.
+A request is signed for the receiving validator's hotkey: the one the metagraph lists for
+its address, or (given only a URL) the one the node reports at `/v1/health`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.intake.schemas import Receipt, SubmissionView
-from prism_challenge.intake.signing import Signer, sign_request
+from prism_challenge.intake.signing import SUBMISSIONS_PATH, sign_submission
 
 
 class SubmitError(RuntimeError):
@@ -35,24 +39,23 @@ def _refusal(response: httpx.Response) -> SubmitError:
 
 
 class SubmissionClient:
-    """Talks to one validator's API as one hotkey (`signer`, optional for read-only use)."""
+    """Talks to one validator's API as one hotkey (`signer`: a bittensor wallet or keypair,
+    optional for read-only use). `receiver` is the validator's hotkey; None: ask the node.
+    The timeout covers the validator's wait for a commitment to become visible."""
 
     def __init__(
         self,
         base_url: str,
         *,
-        netuid: int,
-        signer: Signer | None = None,
-        clock: Callable[[], float] = time.time,
-        timeout_s: float = 30.0,
+        signer: Any | None = None,
+        receiver: str | None = None,
+        timeout_s: float = 90.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.netuid = netuid
         self.signer = signer
-        self.clock = clock
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport
-        )
+        self.receiver = receiver
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
         self._http.close()
@@ -69,16 +72,29 @@ class SubmissionClient:
         except httpx.HTTPError as exc:
             raise SubmitError(None, "CONNECTION", f"{self._http.base_url}{path}: {exc}") from None
 
-    def submit(self, bundle: Bundle, *, nonce: str | None = None) -> Receipt:
+    def validator_hotkey(self) -> str:
+        """The hotkey this node says it has (`GET /v1/health`)."""
+        response = self._request("GET", "/v1/health")
+        if response.status_code != 200:
+            raise _refusal(response)
+        hotkey = response.json().get("hotkey")
+        if not hotkey:
+            raise SubmitError(None, "NO_RECEIVER", f"{self.base_url} reports no validator "
+                              "hotkey, so it cannot take signed submissions")
+        return hotkey
+
+    def submit(self, bundle: Bundle, *, nonce_ns: int | None = None) -> Receipt:
         """Sign and upload; a repeat of an earlier bundle returns its receipt (idempotent)."""
         if self.signer is None:
             raise SubmitError(None, "NO_SIGNER", "a hotkey is needed to submit")
+        if self.receiver is None:
+            self.receiver = self.validator_hotkey()
         body = bundle.to_wire()
-        signed = sign_request(
-            self.signer, netuid=self.netuid, body=body, timestamp=self.clock(), nonce=nonce
-        )
-        headers = {**signed.as_http(), "Content-Type": "application/octet-stream"}
-        response = self._request("POST", "/v1/submissions", content=body, headers=headers)
+        path = urlsplit(self.base_url).path.rstrip("/") + SUBMISSIONS_PATH  # as sent
+        headers = sign_submission(self.signer, body, receiver=self.receiver, path=path,
+                                  nonce_ns=nonce_ns)
+        headers["Content-Type"] = "application/octet-stream"
+        response = self._request("POST", SUBMISSIONS_PATH, content=body, headers=headers)
         if response.status_code not in (200, 201):
             raise _refusal(response)
         return Receipt.model_validate(response.json())
@@ -116,11 +132,21 @@ class SubmissionClient:
                 )
             sleep(poll_s)
 
-    def program_brief(self) -> str | None:
-        """The validator's current research brief (program.md), or None where it has none."""
-        response = self._request("GET", "/v1/program.md")
+    def program_brief(self, hotkey: str | None = None) -> str | None:
+        """The validator's current research brief (program.md), or None where it has none;
+        with `hotkey`, the brief of that hotkey's population."""
+        response = self._program("/v1/program.md", {} if hotkey is None else {"hotkey": hotkey})
+        return None if response is None else response.text
+
+    def program_json(self) -> dict | None:
+        """The brief's JSON twin (`GET /v1/program.json`), or None where it has none."""
+        response = self._program("/v1/program.json")
+        return None if response is None else response.json()
+
+    def _program(self, path: str, params: dict | None = None) -> httpx.Response | None:
+        response = self._request("GET", path, params=params or {})
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise _refusal(response)
-        return response.text
+        return response

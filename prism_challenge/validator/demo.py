@@ -1,7 +1,8 @@
 """The local end-to-end demo: a real validator process and real miners, on one machine.
 
-Prepare the (demo) data if needed, make throwaway miner wallets and a local metagraph,
-start `prism validator` as a subprocess, submit bundles with `prism submit` subprocesses,
+Prepare the (demo) data if needed, make throwaway wallets (the validator's and the miners')
+and a local metagraph, start `prism validator` as a subprocess, submit bundles with
+`prism submit` subprocesses (each commits its bundle in the local ledger, then uploads it),
 follow them to their scores, print the leaderboard and the dry-run weights plan, and stop
 the validator with SIGTERM. The same driver is the end-to-end test.
 """
@@ -23,6 +24,7 @@ import httpx
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import FINAL
@@ -58,9 +60,9 @@ def ensure_data(settings: Settings, console: Console) -> None:
 
     root = Path(settings.data.root)
     if (root / "MANIFEST.json").is_file():
-        console.print(f"data: using the prepared data in {root}")
+        console.print(f"data: using the prepared data in {root}", markup=False)
         return
-    console.print(f"data: preparing {settings.data.manifest} into {root} (once)")
+    console.print(f"data: preparing {settings.data.manifest} into {root} (once)", markup=False)
     prepare_data(load_spec(settings.data.manifest), root, progress=True, console=console)
 
 
@@ -77,7 +79,10 @@ class Demo:
         doc = self.settings.model_dump(mode="json")
         doc["storage"]["url"] = f"sqlite:///{self.work / 'prism.db'}"
         doc["chain"].update(mode="local", allow_any_hotkey=False,
-                            metagraph_file=str(self.work / "metagraph.json"))
+                            metagraph_file=str(self.work / "metagraph.json"),
+                            local_ledger=str(self.work / "local-chain.db"))
+        doc["wallet"] = {"name": "validator", "hotkey": "default",
+                         "path": str(self.work / "wallets")}
         doc["validator"].update(work_dir=str(self.work / "runs"),
                                 poll_s=min(doc["validator"]["poll_s"], 0.5))
         doc["intake"].update(host="127.0.0.1", port=port)
@@ -93,14 +98,17 @@ class Demo:
     def run(self) -> dict[int, dict]:
         self.work.mkdir(parents=True, exist_ok=True)
         (self.work / "prism.db").unlink(missing_ok=True)
+        (self.work / "local-chain.db").unlink(missing_ok=True)
         ensure_data(self.settings, self.console)
         names = ["burn"] + [f"miner{i}" for i in range(len(self.bundles))]
         hotkeys = make_wallets(self.work / "wallets", names)
+        make_wallets(self.work / "wallets", ["validator"])
         port = free_port()
         config = self.config(hotkeys, port)
         url = f"http://127.0.0.1:{port}"
         log = (self.work / "validator.log").open("wb")
-        self.console.print(f"validator: starting on {url} (log: {self.work / 'validator.log'})")
+        self.console.print(f"validator: starting on {url} (log: {self.work / 'validator.log'})",
+                           markup=False)
         validator = subprocess.Popen([*CLI, "validator", "--config", str(config)],
                                      stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -143,7 +151,7 @@ class Demo:
             [*CLI, "submit", str(bundle), "--url", url, "--wallet.name", wallet,
              "--wallet.hotkey", "default", "--wallet.path", str(self.work / "wallets"),
              "--config", str(config)], capture_output=True, text=True, timeout=120)
-        self.console.print(out.stdout.rstrip(), highlight=False)
+        self.console.print(out.stdout.rstrip(), highlight=False, markup=False)
         if out.returncode != 0:
             raise DemoError(f"prism submit {bundle} failed: {out.stderr.strip()}")
         found = re.search(r"submission (\d+)", out.stdout)
@@ -165,7 +173,8 @@ class Demo:
                                               if view.get("verification") else "")
                     if seen.get(sid) != state:
                         seen[sid] = state
-                        self.console.print(f"submission {sid} ({ids[sid].name}): {state}")
+                        self.console.print(f"submission {sid} ({ids[sid].name}): {state}",
+                                           markup=False)
                 status.update(" | ".join(f"#{sid} {v['status']}" for sid, v in views.items()))
                 if all(v["status"] in FINAL and not _replaying(v) for v in views.values()):
                     return views
@@ -186,14 +195,15 @@ class Demo:
                           f"{e['bpb']:.4f}", f"{e['heldout_delta']:.4f}", note.strip())
         for e in board.get("ineligible", []):
             table.add_row("-", str(e["submission_id"]), e["hotkey"][:12], f"{e['bpb']:.4f}",
-                          f"{e['heldout_delta']:.4f}", f"ineligible: {e.get('reason')}")
+                          f"{e['heldout_delta']:.4f}", Text(f"ineligible: {e.get('reason')}"))
         self.console.print(table)
         for sid, view in results.items():
             if view["status"] != "scored":
-                self.console.print(f"submission {sid}: {view['status']}: {view.get('reason')}")
+                self.console.print(f"submission {sid}: {view['status']}: {view.get('reason')}",
+                                   markup=False)
         out = subprocess.run([*CLI, "weights", "--config", str(config)], capture_output=True,
                              text=True, timeout=120)
-        self.console.print(out.stdout.rstrip(), highlight=False)
+        self.console.print(out.stdout.rstrip(), highlight=False, markup=False)
 
 
 def _replaying(view: dict) -> bool:

@@ -1,28 +1,30 @@
-"""Each epoch: sync the metagraph (online) and compute the weights plan (dry-run by default).
+"""Each epoch: compute the weights plan, and offer it to the chain when setting is enabled.
 
 The plan is logged and served at /v1/weights; it is sent on chain only when the operator
-set `weights.dry_run: false` with `chain.mode: online` (the weights package checks both).
+set `weights.dry_run: false` with `chain.mode: online`, and then only when the subnet's
+rate limit allows (the `WeightSetter` decides). The metagraph is refreshed by the node's
+chain loop on its own block schedule, not here.
 """
 
 from __future__ import annotations
 
 import logging
 
+from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.service import Registry
 from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
-from prism_challenge.weights import WeightPlan, load_plan, set_on_chain
+from prism_challenge.weights import WeightPlan, load_plan
+from prism_challenge.weights.chain import WeightSetter
 
 log = logging.getLogger("prism.validator")
 
 
-def run_epoch(settings: Settings, store: Store, metagraph, registry: Registry | None,
-              *, slots: int | None = None) -> WeightPlan:
+def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
+              registry: Registry | None, setter: WeightSetter | None = None, *,
+              slots: int | None = None) -> WeightPlan:
     """`slots`: the node's evaluation slots (as many contender replays may be queued)."""
-    sync = getattr(metagraph, "sync", None)
-    if callable(sync):
-        sync()
     credit = None
     if settings.weights.research_share > 0 and registry is not None:
         credit = registry.research_credits()
@@ -35,6 +37,6 @@ def run_epoch(settings: Settings, store: Store, metagraph, registry: Registry | 
     leader = plan.leader.hotkey if plan.leader else "none"
     log.info("epoch: weights plan (%s) leader %s: %s", "dry-run" if plan.dry_run else "live",
              leader, pairs or "empty")
-    if not settings.weights.dry_run:
-        log.info("epoch: set_weights -> %s", set_on_chain(plan, settings, confirm=True))
+    if setter is not None and not settings.weights.dry_run:
+        setter.offer(plan, metagraph)
     return plan

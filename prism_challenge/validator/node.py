@@ -2,11 +2,14 @@
 
 Everything runs on threads of one process that share one store: the API (uvicorn), one gate
 loop, one evaluation worker per slot (each drives a sandbox on its own GPUs and CPU cores, so
-the GIL is not the bottleneck) and the epoch loop. With `validator.executor: ray` the slots
-are a Ray cluster's (`cluster.ray_pool`): one worker thread per slot waits on its node while
-this process stays the only writer of the store. SIGTERM/SIGINT stop it gracefully:
-in-flight sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is
-handled at the next start by `recovery`.
+the GIL is not the bottleneck), the epoch loop, the research loop (the registry's LLM
+proposals) and, online, the chain loop (metagraph refresh on a block schedule, intake address
+published when it changed). With `validator.executor: ray` the slots are a Ray cluster's
+(`cluster.ray_pool`): one worker thread per slot waits on its node while this process stays
+the only writer of the store. The node's identity is its wallet's hotkey: submissions are
+signed for it, and it sets the weights. SIGTERM/SIGINT stop it gracefully: in-flight
+sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is handled at
+the next start by `recovery`.
 """
 
 from __future__ import annotations
@@ -17,14 +20,19 @@ import threading
 import time
 from pathlib import Path
 
+import bittensor
+
 from prism_challenge.api import ApiDeps, ApiServer, create_app
-from prism_challenge.chain.factory import make_metagraph
+from prism_challenge.chain.factory import ChainAccess, connect
+from prism_challenge.chain.subtensor import ChainUnavailable
+from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
 from prism_challenge.metrics.cluster import ClusterCollector
 from prism_challenge.metrics.slots import SlotCollector
+from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.backends.cgroup import Cgroup
@@ -37,20 +45,36 @@ from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.rotation import Rotation
+from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.weights.chain import WeightSetter
 
 log = logging.getLogger("prism.validator")
 
 
 class ValidatorNode:
-    def __init__(self, settings: Settings, *, reviewer: LlmReviewer | None = None) -> None:
+    def __init__(self, settings: Settings, *, reviewer: LlmReviewer | None = None,
+                 chain: ChainAccess | None = None) -> None:
+        """Raises ValueError (with the fix) when the validator's wallet cannot be loaded."""
         self.settings = settings
         self.stop_event = threading.Event()
+        try:
+            self.wallet = load_wallet(settings.wallet.name, settings.wallet.hotkey,
+                                      settings.wallet.path)
+        except WalletError as exc:
+            raise ValueError(f"the validator's own wallet: {exc}") from None
+        self.hotkey = self.wallet.hotkey.ss58_address
+        self.chain = chain or connect(settings)
+        self.metagraph = self.chain.metagraph
+        self.setter = None
+        if self.chain.client is not None and not settings.weights.dry_run:
+            self.setter = WeightSetter(self.chain.client, self.wallet, settings,
+                                       status=self.chain.status)
         self.store = Store(settings.storage.url)
-        self.metagraph = make_metagraph(settings)
         backend = make_backend(settings.sandbox.backend,
                                docker_image=settings.sandbox.docker_image)
         self.registry = Registry(self.store, settings)
+        self.research = ResearchLoop.from_settings(settings, self.registry)
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
@@ -73,11 +97,14 @@ class ValidatorNode:
                 for slot in slots
             ]
             collector = SlotCollector(self.rotation)
-        deps = ApiDeps(settings, self.store, self.metagraph, slots=collector,
+        deps = ApiDeps(settings, self.store, self.metagraph, hotkey=self.hotkey,
+                       subnet=self.chain.subnet, chain_status=self.chain.status,
+                       slots=collector,
                        cluster=None if self.cluster is None else self.cluster.usage)
         self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
+        self._warned_unserved = False
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> str:
@@ -90,11 +117,19 @@ class ValidatorNode:
                                      ).catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
+        if self.settings.validator.update_check:
+            update = check_for_update()
+            (log.warning if update.behind else log.info)(update.advice)
         for worker in self.workers:
             log.info("evaluation %s", (worker.slot or worker.runner).describe())
         self.url = self.server.start()
-        log.info("intake API listening on %s", self.url)
+        log.info("intake API listening on %s as validator %s", self.url, self.hotkey)
+        self._publish_address()
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
+        if self.chain.client is not None:
+            loops.append(("chain", self._chain_loop))
+        if self.research is not None:
+            loops.append(("research", lambda: self.research.run(self.stop_event)))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
         if self.cluster is not None:
             loops.append(("cluster", self._cluster_loop))
@@ -114,6 +149,7 @@ class ValidatorNode:
         self.server.stop()
         if self.cluster is not None:
             self.cluster.close()
+        self.chain.close()
         self.store.close()
         log.info("validator stopped")
 
@@ -176,4 +212,28 @@ class ValidatorNode:
     def _epoch_loop(self) -> None:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
             slots = len(self.workers) if self.cluster is None else self.cluster.capacity()
-            run_epoch(self.settings, self.store, self.metagraph, self.registry, slots=slots)
+            run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter,
+                      slots=slots)
+
+    def _chain_loop(self) -> None:
+        while not self.stop_event.wait(self.settings.chain.poll_s):
+            if self.chain.refresh():
+                self._publish_address()
+
+    def _publish_address(self) -> None:
+        """Put this node's intake address where miners look (only when it changed)."""
+        address = self.settings.chain.serve_address
+        if address is None and self.chain.client is None:
+            address = self.url.removeprefix("http://")  # local: where it really listens
+        if address is None:
+            if not self._warned_unserved:
+                log.warning("chain.serve_address is not set: miners cannot discover this "
+                            "validator (they need --url)")
+                self._warned_unserved = True
+            return
+        host, _, port = address.rpartition(":")
+        try:
+            log.info("intake address: %s", self.chain.subnet.serve(self.wallet, host.strip("[]"),
+                                                                   int(port)))
+        except (ChainUnavailable, bittensor.BittensorError) as exc:
+            log.warning("intake address not published: %s", exc)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import contenders
 from prism_challenge.scoring.queries import load_entries
-from prism_challenge.storage import Store
+from prism_challenge.storage import Store, serialize_on
 from prism_challenge.storage.tables import Verification
 
 ACTIVE = ("queued", "running")
@@ -28,6 +28,9 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     (`slots`: the node's planned slot count; else `validator.slots`, else 1)."""
     if not settings.verification.enabled:
         return []
+    # Workers and the epoch loop queue at once; on PostgreSQL two of them would otherwise
+    # both see a contender unqueued and insert it twice.
+    serialize_on(session, "verification-queue")
     active = session.scalar(select(func.count()).select_from(Verification)
                             .where(Verification.status.in_(ACTIVE))) or 0
     room = max(0, (slots or settings.validator.slots or 1) - active)

@@ -30,6 +30,7 @@ from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
+from prism_challenge.scoring.early_stop import leader_to_beat
 from prism_challenge.scoring.verification import verdict
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
@@ -155,6 +156,10 @@ class EvaluationWorker:
         with self.store.session() as s:
             row = s.get(Submission, sid)
             bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.train.manifest.corpus,
+                                    sid)
+        early_stop = None if leader is None else self.runner.early_stop_plan(
+            leader[0].bpb, leader[0].submission_id, leader[1])
         run_dir = self.work_dir / f"{sid}-{attempt}"
         where = f" on {self.slot.describe()}" if self.slot is not None else ""
         log.info("submission %s: attempt %s%s", sid, attempt, where)
@@ -162,7 +167,7 @@ class EvaluationWorker:
         try:
             with self._lease():
                 record = self.runner.run(bundle.files, bundle.digest, run_dir,
-                                         cancel=self.cancel)
+                                         cancel=self.cancel, early_stop=early_stop)
                 record = self._blame_host(record, started)
         except Cancelled:
             self._requeue(sid, "interrupted by a validator shutdown")
@@ -234,17 +239,18 @@ class EvaluationWorker:
             verification_jobs.queue_contenders(s, self.settings, now=now,
                                                slots=self._slot_count())
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
-        self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at)
+        self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at,
+                     censored=result.censored)
 
     def observe(self, sid: int, hotkey: str, bundle: Bundle, record: RunRecord, bpb: float,
-                eligible: bool, accepted_at: float) -> None:
+                eligible: bool, accepted_at: float, *, censored: bool = False) -> None:
         if self.registry is None:
             return
         try:
             self.registry.observe(Observation(
                 submission_id=sid, hotkey=hotkey, digest=bundle.digest, measured=record.axes,
                 declared=dict(bundle.meta.axes or {}), bpb=bpb, eligible=eligible,
-                accepted_at=accepted_at))
+                censored=censored, accepted_at=accepted_at))
         except Exception:  # the registry must never block scoring; caught up at start-up
             log.exception("submission %s: registry observation failed", sid)
 
@@ -264,8 +270,9 @@ class EvaluationWorker:
                                 .order_by(RunRecordRow.attempt.desc())).first()
                 if rec is not None:
                     items.append((sub.id, sub.hotkey, sub.bundle, rec.record, score.bpb,
-                                  score.eligible, sub.accepted_at))
-        for sid, hotkey, wire, raw, bpb, eligible, accepted_at in items:
+                                  score.eligible, sub.accepted_at,
+                                  bool((score.detail or {}).get("censored"))))
+        for sid, hotkey, wire, raw, bpb, eligible, accepted_at, censored in items:
             self.observe(sid, hotkey, Bundle.from_wire(wire), RunRecord.model_validate(raw), bpb,
-                         eligible, accepted_at)
+                         eligible, accepted_at, censored=censored)
         return len(items)

@@ -1,15 +1,6 @@
 """Weights: leaderboard + payout split -> uids -> u16 vector; dry-run unless unlocked."""
 
-from prism_challenge.weights.chain import WeightsLocked, set_on_chain
 from prism_challenge.weights.plan import WeightPlan, build_plan, load_plan
 from prism_challenge.weights.split import Payout, split_payout
 
-__all__ = [
-    "Payout",
-    "WeightPlan",
-    "WeightsLocked",
-    "build_plan",
-    "load_plan",
-    "set_on_chain",
-    "split_payout",
-]
+__all__ = ["Payout", "WeightPlan", "build_plan", "load_plan", "split_payout"]

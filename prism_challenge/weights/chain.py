@@ -1,16 +1,40 @@
-"""Putting a weights plan on chain: the only code here that writes to the subnet.
+"""Putting a weights plan on chain: the only code here that writes weights to the subnet.
 
 Two locks must both be open: the operator passes `--set` (`confirm=True`) AND the config
-says `weights.dry_run: false`. The extrinsic goes through `bittensor.SetWeights`, which
-re-applies the subnet's max-weight clip and the same u16 normalisation as the plan.
-This path needs a live chain and a funded, registered wallet; the test suite cannot run it
-and only checks that it refuses when a lock is closed.
+says `weights.dry_run: false` (with `chain.mode: online`). Then `WeightSetter.offer` sends
+the plan only when the subnet allows it, instead of every epoch:
+
+- the metagraph is fresh (while the chain is unreachable the last good view serves intake,
+  but weights wait: a stale uid map could pay the wrong neuron);
+- the subnet's `weights_rate_limit` has passed since this hotkey last set weights (read
+  from the neuron's `last_update`; the chain's own preflight re-checks it);
+- the version key derived from the scoring version is not below the subnet's
+  `WeightsVersionKey`.
+
+It sends `SetWeights`, or `CommitWeights` (timelocked, revealed by the chain) when the
+subnet's hyperparameters say commit-reveal is on, bounded by the chain client's timeout and
+extrinsic period. An unreachable chain is retried with exponential backoff; a refusal by
+the chain is not (it would refuse again). Every outcome is logged and counted in
+`ChainStatus` (`prism_weights_attempts_total{outcome}` at /metrics).
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import bittensor
+
+from prism_challenge.chain.metagraph import LiveMetagraph
+from prism_challenge.chain.status import ChainStatus
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
 from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.version import SCORING_VERSION, version_key
 from prism_challenge.weights.plan import WeightPlan
+
+log = logging.getLogger("prism.weights")
 
 
 class WeightsLocked(RuntimeError):
@@ -26,18 +50,82 @@ def check_unlocked(settings: Settings, *, confirm: bool) -> None:
         raise WeightsLocked("chain.mode is 'local'; weights can only be set in 'online' mode")
 
 
-def set_on_chain(plan: WeightPlan, settings: Settings, *, confirm: bool) -> str:
-    """Submit `plan` with the configured wallet; returns bittensor's result as text."""
-    check_unlocked(settings, confirm=confirm)
-    if not plan.uids:
-        raise WeightsLocked("the plan has no non-zero weight; refusing to send an empty vector")
-    import bittensor
+@dataclass(frozen=True)
+class WeightsOutcome:
+    """What one offer did: set, committed, not_yet, stale, refused or failed."""
 
-    wallet = bittensor.Wallet(
-        settings.wallet.name, settings.wallet.hotkey, path=settings.wallet.path
-    )
-    intent = bittensor.SetWeights(
-        netuid=plan.netuid, uids=plan.uids, weights=[float(w) for w in plan.weights_u16]
-    )
-    result = bittensor.Subtensor(settings.chain.network).execute(intent, wallet)
-    return str(result.raise_for_failure())
+    outcome: str
+    message: str
+    block: int | None = None
+
+    @property
+    def sent(self) -> bool:
+        return self.outcome in ("set", "committed")
+
+
+class WeightSetter:
+    def __init__(self, client: ChainClient, wallet: bittensor.Wallet, settings: Settings, *,
+                 status: ChainStatus | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client = client
+        self.wallet = wallet
+        self.retries = settings.chain.retries
+        self.backoff_s = settings.chain.backoff_s
+        self.status = status or ChainStatus()
+        self.sleep = sleep
+        self.version_key = version_key()
+        self._sent_at: int = 0  # block of our last accepted extrinsic (the metagraph lags)
+
+    def offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
+        outcome = self._offer(plan, metagraph)
+        self.status.weights_attempt(outcome.outcome, block=outcome.block)
+        level = logging.INFO if outcome.outcome in ("set", "committed", "not_yet") else (
+            logging.WARNING)
+        log.log(level, "weights: %s: %s", outcome.outcome, outcome.message)
+        return outcome
+
+    def _offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
+        if not plan.uids:
+            return WeightsOutcome("refused", "the plan has no non-zero weight")
+        if metagraph.stale:
+            return WeightsOutcome("stale", f"the chain is unreachable (metagraph of block "
+                                  f"{metagraph.block}); weights wait for a fresh view")
+        hotkey = self.wallet.hotkey.ss58_address
+        neuron = metagraph.neuron(hotkey)
+        if neuron is None:
+            return WeightsOutcome("refused", f"{hotkey} is not registered on netuid "
+                                  f"{self.client.netuid}")
+        last = max(neuron.last_update, self._sent_at)
+        for attempt in range(self.retries + 1):
+            try:
+                return self._send(plan, last)
+            except ChainUnavailable as exc:
+                if attempt == self.retries:
+                    return WeightsOutcome("failed", f"{exc} (after {attempt + 1} attempts)")
+                delay = self.backoff_s * 2**attempt
+                log.warning("weights: %s; retrying in %.1f s", exc, delay)
+                self.sleep(delay)
+            except bittensor.ChainError as exc:
+                if exc.code == bittensor.ErrorCode.RATE_LIMITED:
+                    return WeightsOutcome("not_yet", exc.message)
+                return WeightsOutcome("failed", f"the chain refused the weights: {exc.message}")
+        raise AssertionError("unreachable")
+
+    def _send(self, plan: WeightPlan, last: int) -> WeightsOutcome:
+        rules = self.client.weights_rules()
+        since = rules.block - last
+        if last and since < rules.rate_limit:
+            return WeightsOutcome("not_yet", f"last set {since} blocks ago; the subnet's "
+                                  f"weights_rate_limit is {rules.rate_limit} blocks")
+        if self.version_key < rules.min_version_key:
+            return WeightsOutcome(
+                "refused", f"this validator scores with version {SCORING_VERSION} (version key "
+                f"{self.version_key}) but netuid {self.client.netuid} requires version key >= "
+                f"{rules.min_version_key}: upgrade PRISM")
+        self.client.set_weights(self.wallet, plan.uids, [float(w) for w in plan.weights_u16],
+                                version_key=self.version_key, commit_reveal=rules.commit_reveal)
+        self._sent_at = rules.block
+        how = "committed" if rules.commit_reveal else "set"
+        pairs = ", ".join(f"{u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))
+        return WeightsOutcome(how, f"{how} at block {rules.block} (version key "
+                              f"{self.version_key}): {pairs}", rules.block)

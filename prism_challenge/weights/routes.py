@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from prism_challenge.api.deps import ApiDeps
-from prism_challenge.api.errors import ApiError
-from prism_challenge.scoring.routes import CORPUS_HELP
+from prism_challenge.api.errors import ApiError, ErrorBody
+from prism_challenge.api.params import CorpusQuery
 from prism_challenge.weights.plan import WeightPlan, load_plan
 from prism_challenge.weights.research import registry_credit
 
@@ -20,8 +20,9 @@ def build(
     `weights.research_share > 0`, else none."""
     router = APIRouter(prefix="/v1", tags=["weights"])
 
-    @router.get("/weights", response_model=WeightPlan)
-    def weights(corpus: str | None = Query(None, description=CORPUS_HELP)) -> WeightPlan:
+    @router.get("/weights", response_model=WeightPlan,
+                responses={503: {"model": ErrorBody, "description": "misconfigured weights"}})
+    def weights(corpus: CorpusQuery = None) -> WeightPlan:
         try:
             credit = (
                 research_credit()

@@ -9,7 +9,6 @@ from bittensor.sp_core import Keypair
 from verified_kit import mark_verified
 
 from prism_challenge.sandbox.record import (
-    AuditEntry,
     BatchEntry,
     Budget,
     Consumed,
@@ -57,9 +56,7 @@ def make_record(digest: str, *, corpus: str = "demo", bpb=BPB, **changes) -> Run
             optimizers=[OptimizerAxis(cls="<b>AdamW</b>", hparams={"lr": 0.001, "wd": 0.1})],
             batch_size=16,
         ),
-        audits=[AuditEntry(step=1, recorded_nats=1.0, recomputed_nats=1.0, ok=True),
-                AuditEntry(step=4, recorded_nats=1.0, recomputed_nats=1.5, ok=False),
-                AuditEntry(step=5, recorded_nats=1.0)],
+        sample_rows=16,
         eval=EvalResult(val_bpb_trained=1.25, val_bpb_twin=2.25, val_tokens=5000,
                         val_bytes=20000, uniform_nats_per_token=math.log(256),
                         probe_trained=ProbeResult(ok=True, max_abs_diff=0.0, positions=[3]),
@@ -100,16 +97,18 @@ def add_run(store: Store, sid: int, attempt: int, record: RunRecord | dict, *,
 
 
 def score(store: Store, sid: int, bpb: float, *, corpus: str = "demo", reasons=(),
-          heldout: float = 0.75, now: float = 1_700_001_000.0) -> None:
-    """Record the score and move RUNNING -> SCORED in one transaction, as the worker does."""
+          heldout: float = 0.75, now: float = 1_700_001_000.0, censored: bool = False) -> None:
+    """Record the score and move RUNNING -> SCORED in one transaction, as the worker does
+    (`censored`: the run was stopped early, `bpb` is its bound, it is never replayed)."""
     result = ScoreResult(
         bpb=bpb, prequential_bpb=bpb, uniform_bpb=8.0, tail_bpb=bpb, heldout_delta=heldout,
         gap=0.01, penalty=0.0, eligible=not reasons, reasons=list(reasons), notes=[],
-        unconsumed_tokens=0, exit_reason="ok",
+        unconsumed_tokens=0, exit_reason="ok", censored=censored,
     )
     with store.session() as s:
         record_score(s, sid, result, corpus, now=now)
-        mark_verified(s, sid, at=now)
+        if not censored:
+            mark_verified(s, sid, at=now)
         transition(s, sid, "scored", expected="running", now=now)
 
 

@@ -6,11 +6,21 @@ import re
 
 import httpx
 from dashboard_html import parse, table
-from dashboard_store import EVIL_NAME, EVIL_REASON, HOTKEYS, add_run, make_record, populate
+from dashboard_store import (
+    EVIL_NAME,
+    EVIL_REASON,
+    HOTKEYS,
+    add_run,
+    add_submission,
+    make_record,
+    populate,
+    score,
+)
 from sqlalchemy import event
 
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry import Registry
+from prism_challenge.sandbox.record import TelemetryPoint
 
 
 def short(hotkey: str) -> str:
@@ -41,9 +51,10 @@ def test_overview_of_the_demo_corpus(store, serve):
     assert 'href="/?corpus=fineweb-edu"' in html
     assert f'href="/dashboard/submissions/{ids["leader"]}"' in html
     weights = table(html, "weights")
-    assert weights[1] == [
+    assert weights[1] == [  # uid 0 leads and is the burn uid: the unpaid research share
         "0", short(HOTKEYS[0]), "1.0000", "65535", "1.5000",
-        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)",
+        f"leader: submission {ids['leader']} bpb 1.500000 on demo (scored without LLM review)"
+        "; burn: unassigned share 0.1",
     ]
     assert "dry run: nothing is set on-chain" in html
 
@@ -291,9 +302,52 @@ def test_submission_page_shows_what_was_measured(store, serve):
         "batch size": "16",
         "precision / compile": "fp32 / False",
         "world size": "1",
-        "audited batches": "1 of 2 agree (1 not re-computed)",
-        "causality probe (trained)": "ok max |Δlogit| 0",
-        "causality probe (twin)": "failed max |Δlogit| 0.25",
-        "val tokens / bytes": "5,000 / 20,000",
+        "causality screen (trained)": "ok max |Δlogit| 0",
+        "causality screen (twin)": "failed max |Δlogit| 0.25",
+        "held-out positions / bytes (target-absent)": "5,000 / 20,000",
+        "kept losses": "16 positions per batch",
     }
     assert "<b>AdamW" not in html and "&lt;b&gt;AdamW&lt;/b&gt;" in html
+
+
+def test_submission_page_plots_the_miners_telemetry(store, serve):
+    sid = add_submission(store, 1, HOTKEYS[0], path=("queued", "running"))
+    points = [TelemetryPoint(step=20, values={"loss": 2.0}),  # stored out of order
+              TelemetryPoint(step=0, values={"loss": 4.0, "lr": 0.001}),
+              TelemetryPoint(step=40, values={"loss": 1.0, "lr": 0.0005})]
+    add_run(store, sid, 1, make_record(f"{1:064x}", telemetry=points), created_at=1.0)
+    url = serve()
+    html = get(f"{url}/dashboard/submissions/{sid}").text
+    lines = dict(re.findall(r'data-label="([^"]+)"[^>]*points="([^"]*)"', html))
+    loss = [tuple(map(float, p.split(","))) for p in lines["loss"].split()]
+    lr = [tuple(map(float, p.split(","))) for p in lines["lr"].split()]
+    assert len(loss) == 3 and len(lr) == 2
+    xs, ys = zip(*loss, strict=True)
+    assert list(xs) == sorted(xs) and list(ys) == sorted(ys)  # step order; the loss falls
+    assert lr[0][1] < lr[1][1]  # the learning rate falls too (SVG y grows downwards)
+    assert "attempt 1: reported by the training script (ctx.log), never scored" in html
+
+    quiet = add_submission(store, 2, HOTKEYS[1], path=("queued", "running"))
+    add_run(store, quiet, 1, make_record(f"{2:064x}"), created_at=2.0)
+    assert "the training script logged nothing" in get(f"{url}/dashboard/submissions/{quiet}").text
+
+
+def test_a_run_stopped_early_shows_as_censored(store, serve):
+    """Its bpb is a lower bound: listed apart with a censored badge, never ranked."""
+    populate(store)
+    sid = add_submission(store, 8, HOTKEYS[1], name="hopeless", path=("queued", "running"))
+    score(store, sid, 1.2, censored=True, now=1_700_001_004.0)  # below the leader's 1.5
+    url = serve()
+    html = get(f"{url}/?corpus=demo").text
+    assert [r[1] for r in table(html, "leaderboard")[1:]] == [EVIL_NAME, "second-best"]
+    assert table(html, "leaderboard", 2) == [
+        ["submission", "hotkey", "bpb at least", "why"],
+        ["hopeless censored", short(HOTKEYS[1]), "≥ 1.2000",
+         "stopped at a checkpoint: it could no longer beat the leader by the dethrone margin"],
+    ]
+    board = get(f"{url}/v1/leaderboard?corpus=demo").json()
+    assert [e["submission_id"] for e in board["censored"]] == [sid]
+    assert board["censored"][0]["censored"] is True
+    page = get(f"{url}/dashboard/submissions/{sid}").text
+    assert dict((r[0], r[1]) for r in table(page, "score"))["censored"] == \
+        "censored: stopped early, the bpb is a lower bound"

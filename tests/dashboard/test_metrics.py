@@ -148,3 +148,20 @@ def test_http_requests_are_counted_by_route_template_and_status(store, serve):
     assert counts["/v1/submissions/{submission_id} 404"] == 2  # the template, not the path
     assert counts["/v1/submissions 401"] == 1  # a refusal leaves no row, but is counted
     assert counts["unmatched 404"] == 1
+
+
+def test_research_cycles_are_counted_by_outcome(store, serve):
+    from prism_challenge.config.settings import RegistrySettings
+    from prism_challenge.registry import Registry
+    from prism_challenge.registry.cycle import Answers, plan_cycle, plan_failure
+
+    reg = Registry(store, RegistrySettings(cycle_scored=1))
+    assert by_label(scrape(serve())["prism_registry_cycles"], "prism_registry_cycles_total",
+                    "outcome") == {"answered": 0, "failed": 0}
+    for _ in range(2):
+        reg.record(lambda st: plan_failure(st, "timeout after 60s", trigger="scored", now=1.0))
+    reg.record(lambda st: plan_cycle(st, Answers(hypotheses=[]), reg.cfg, trigger="scored",
+                                     now=2.0))
+    m = scrape(serve())
+    assert by_label(m["prism_registry_cycles"], "prism_registry_cycles_total", "outcome") == {
+        "answered": 1, "failed": 2}

@@ -29,3 +29,35 @@ def test_bad_config_is_a_clean_error(tmp_path):
     assert out.returncode == 2
     assert "intake.port" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_user_text_is_printed_literally_never_as_markup(tmp_path, capsys):
+    """Bracketed text in messages (a `[axes]` table name, a miner's `[bold]` name) must show
+    as written: rich would take it for markup and drop it."""
+    import shutil
+    from pathlib import Path
+
+    import pytest
+    import typer
+    from rich.console import Console
+
+    from prism_challenge.cli.common import fail
+    from prism_challenge.miner.findings import Finding
+    from prism_challenge.miner.render import findings_table
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "sandbox" / "tiny", bundle)
+    (bundle / "prism.toml").write_text("axes = 3\n")
+    check = _prism("check", str(bundle))
+    assert check.returncode == 1
+    assert ("FAIL bundle [BUNDLE_META]: prism.toml: 'axes' must be a table, e.g. [axes] "
+            "followed by key = value lines") in " ".join(check.stdout.split())
+    with pytest.raises(typer.Exit):
+        fail("unknown key 'x'; the allowed keys are name, description and [axes] [/]")
+    err = capsys.readouterr().err
+    assert err == "error: unknown key 'x'; the allowed keys are name, description and [axes] [/]\n"
+    console = Console(record=True, width=200)
+    console.print(findings_table("prism check [bold]x[/]", [
+        Finding("axes", "fail", "prism.toml [axes]: unknown axis 'heads'")]))
+    text = console.export_text()
+    assert "prism check [bold]x[/]" in text and "prism.toml [axes]: unknown axis" in text

@@ -1,9 +1,16 @@
+"""The store on each backend: SQLite (WAL) and a real PostgreSQL server.
+
+Concurrency is tested with real processes: two nodes open (and so migrate) a fresh store at
+the same moment, then write at once.
+"""
+
 import multiprocessing as mp
 import sqlite3
 import time
 
 import pytest
 from sqlalchemy import func, select, text
+from sqlalchemy.engine import make_url
 
 from prism_challenge.storage import Status, Store, transition
 from prism_challenge.storage.migrations import LATEST, SchemaTooNew
@@ -12,7 +19,8 @@ from prism_challenge.storage.tables import Submission
 N_PER_WRITER = 150
 
 
-def _writer(url: str, tag: str, n: int) -> None:
+def _writer(url: str, tag: str, n: int, barrier) -> None:  # noqa: ANN001
+    barrier.wait(60)  # both interpreters are up: open (and so migrate) at the same moment
     store = Store(url)
     for i in range(n):
         with store.session() as s:
@@ -26,54 +34,106 @@ def _writer(url: str, tag: str, n: int) -> None:
     store.close()
 
 
-def test_two_processes_write_without_loss(tmp_path):
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
-    Store(url).close()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(url, tag, N_PER_WRITER)) for tag in ("aaaa", "bbbb")]
+def _run_all(procs: list) -> None:
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    store = Store(url)
+
+
+def test_two_nodes_open_a_new_store_at_once_migrate_it_once_and_write_without_loss(store_url):
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    _run_all([ctx.Process(target=_writer, args=(store_url, tag, N_PER_WRITER, barrier))
+              for tag in ("aaaa", "bbbb")])
+    store = Store(store_url)
     with store.session() as s:
         counts = dict(
             s.execute(select(Submission.hotkey, func.count()).group_by(Submission.hotkey)).all()
         )
         statuses = set(s.scalars(select(Submission.status)).all())
+        ids = s.scalars(select(Submission.id)).all()
+        versions = s.execute(text("select count(*), max(version) from schema_version")).one()
+    store.close()
+    assert tuple(versions) == (1, LATEST)
     assert counts == {"aaaa": N_PER_WRITER, "bbbb": N_PER_WRITER}
     assert statuses == {"queued"}
-    con = sqlite3.connect(tmp_path / "shared.db")
-    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert len(set(ids)) == 2 * N_PER_WRITER
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        con = sqlite3.connect(url.database)
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-def test_migration_is_idempotent_and_versioned(tmp_path):
-    url = f"sqlite:///{tmp_path / 'm.db'}"
-    Store(url).close()
-    store = Store(url)
+def test_migration_is_idempotent_and_versioned(store_url):
+    Store(store_url).close()
+    store = Store(store_url)
     with store.engine.connect() as conn:
         assert conn.execute(text("select version from schema_version")).scalar() == LATEST
+        if store.engine.dialect.name == "postgresql":  # the test's own schema, not public
+            schema = conn.execute(text("select current_schema()")).scalar()
+            assert store_url.endswith(schema) and schema.startswith("t")
     store.close()
 
 
-def test_newer_schema_is_refused(tmp_path):
-    url = f"sqlite:///{tmp_path / 'n.db'}"
-    store = Store(url)
+def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
+    """A v1 store (before contender replays, commitment uids and the registry journal) gains
+    every later table and column on open, and keeps its rows."""
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(Submission(digest="a" * 64, hotkey="h", status="received", accepted_at=0.0,
+                         updated_at=0.0, block=7, bundle=b"x"))
+    with store.engine.begin() as conn:
+        conn.execute(text("drop table verifications"))
+        conn.execute(text("drop table registry_journal"))
+        conn.execute(text("alter table submissions drop column uid"))
+        conn.execute(text("update schema_version set version = 1"))
+    store.close()
+    store = Store(store_url)
+    with store.session() as s:
+        assert s.scalar(text("select version from schema_version")) == LATEST == 4
+        row = s.scalars(select(Submission)).one()
+        assert (row.block, row.uid) == (7, None)
+        assert s.scalar(text("select count(*) from verifications")) == 0
+        assert s.scalar(text("select count(*) from registry_journal")) == 0
+    store.close()
+
+
+def test_newer_schema_is_refused(store_url):
+    store = Store(store_url)
     with store.engine.begin() as conn:
         conn.execute(text("update schema_version set version = 999"))
     store.close()
     with pytest.raises(SchemaTooNew, match="v999"):
-        Store(url)
+        Store(store_url)
 
 
-def test_failed_unit_of_work_leaves_nothing(store):
+def test_failed_unit_of_work_leaves_nothing(any_store):
     with pytest.raises(RuntimeError):
-        with store.session() as s:
+        with any_store.session() as s:
             s.add(Submission(digest="e" * 64, hotkey="h", status="received", accepted_at=0.0,
                              updated_at=0.0, bundle=b""))
             s.flush()
             raise RuntimeError("boom")
-    with store.session() as s:
+    with any_store.session() as s:
         assert s.scalar(select(func.count()).select_from(Submission)) == 0
+
+
+def test_bundle_bytes_and_json_round_trip(any_store):
+    """Every byte value survives (bytea / BLOB), and JSON keeps its types."""
+    from prism_challenge.storage.tables import RunRecord
+
+    blob = bytes(range(256)) * 4
+    with any_store.session() as s:
+        row = Submission(digest="f" * 64, hotkey="h", status="received", accepted_at=1.5,
+                         updated_at=1.5, bundle=blob)
+        s.add(row)
+        s.flush()
+        s.add(RunRecord(submission_id=row.id, attempt=1, created_at=2.0,
+                        record={"nats": 1.25, "rows": [1, 2], "ok": True, "none": None}))
+    with any_store.session() as s:
+        assert s.scalar(select(Submission.bundle)) == blob
+        assert s.scalar(select(RunRecord.record)) == {"nats": 1.25, "rows": [1, 2], "ok": True,
+                                                      "none": None}

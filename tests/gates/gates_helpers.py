@@ -34,13 +34,15 @@ def bundle_from(files: dict[str, str]) -> Bundle:
     return Bundle({k: v.encode() for k, v in files.items()})
 
 
-def submit(store, bundle: Bundle, hotkey: str, accepted_at: float) -> int:
-    """Store a submission as the intake does (status received, wire-format bundle)."""
+def submit(store, bundle: Bundle, hotkey: str, accepted_at: float, *, block: int | None = None,
+           uid: int | None = None, not_before: float = 0.0) -> int:
+    """Store a submission as the intake does (status received, wire-format bundle); `block`
+    and `uid` are its commitment's (precedence), `not_before` its settling time."""
     with store.session() as s:
         row = Submission(
             digest=bundle.digest, hotkey=hotkey, status=Status.RECEIVED.value, attempts=0,
-            accepted_at=accepted_at, updated_at=accepted_at, not_before=0.0,
-            name=bundle.meta.name, bundle=bundle.to_wire(),
+            accepted_at=accepted_at, updated_at=accepted_at, not_before=not_before,
+            name=bundle.meta.name, bundle=bundle.to_wire(), block=block, uid=uid,
         )
         s.add(row)
         s.flush()

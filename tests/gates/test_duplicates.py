@@ -20,7 +20,8 @@ from prism_challenge.gates import GateStage, LlmReviewer, fingerprint
 from prism_challenge.storage import Status
 
 NOW = 2_000_000.0
-HONEST = ["causal_conv", "gpt", "lstm", "mlp_mixer", "moe"]
+HONEST = ["causal_conv", "gpt", "gpt_dropout", "grad_accum_bf16", "lstm", "mlp_mixer",
+          "moe"]
 THRESHOLD = Settings().gates.duplicate_threshold
 
 
@@ -52,7 +53,7 @@ def test_comments_docstrings_formatting_and_literals_are_invisible():
         "# a brand new model\n"
         + arch.replace('"""A tiny LSTM language model: embedding, two LSTM layers, a linear '
                        'read-out."""', '"""Something else entirely."""')
-        .replace("HIDDEN = 96", "HIDDEN   =   128  # bigger")
+        .replace("HIDDEN = 64", "HIDDEN   =   128  # bigger")
         .replace("num_layers=2", "num_layers=3")
     )
     assert tweaked != arch
@@ -125,6 +126,39 @@ def test_precedence_follows_accepted_at_not_processing_order(store):
     [outcome] = gate.process_due(NOW + 4)
     assert outcome.submission_id == third and outcome.status == Status.REJECTED
     assert f"submission {early} by hotkey hk-first" in outcome.reason
+
+
+def test_precedence_is_the_commitment_block_then_uid_not_arrival(store):
+    # The copy arrived first, but its commitment is later: it is the copy on any validator.
+    copy = submit(store, bundle_of("attacks", "b7_renamed_copy_of_gpt"), "hk-copier", NOW,
+                  block=120, uid=1)
+    original = submit(store, bundle_of("honest", "gpt"), "hk-author", NOW + 50, block=100,
+                      uid=7)
+    outcomes = stage(store).process_due(NOW + 60)
+    assert [o.submission_id for o in outcomes] == [original, copy]  # gated in block order
+    assert outcomes[0].status == Status.QUEUED
+    assert outcomes[1].status == Status.REJECTED
+    assert f"submission {original} by hotkey hk-author" in outcomes[1].reason
+    # Within one block the uid decides.
+    a = submit(store, bundle_of("honest", "lstm"), "hk-uid9", NOW + 70, block=130, uid=9)
+    b = submit(store, bundle_of("honest", "lstm", prism_toml=b'name = "z"\n'), "hk-uid2",
+               NOW + 71, block=130, uid=2)
+    first, second = stage(store).process_due(NOW + 80)
+    assert (first.submission_id, first.status) == (b, Status.QUEUED)
+    assert (second.submission_id, second.status) == (a, Status.REJECTED)
+
+
+def test_a_settling_earlier_commitment_holds_back_later_ones(store):
+    # The author's upload is still settling (gates.settle_s) when the copier's is due.
+    copy = submit(store, bundle_of("attacks", "b7_renamed_copy_of_gpt"), "hk-copier", NOW,
+                  block=120, not_before=NOW + 10)
+    original = submit(store, bundle_of("honest", "gpt"), "hk-author", NOW + 5, block=100,
+                      not_before=NOW + 15)
+    gate = stage(store)
+    assert gate.process_due(NOW + 12) == []  # the copy is due but waits for the original
+    first, second = gate.process_due(NOW + 15)
+    assert (first.submission_id, first.status) == (original, Status.QUEUED)
+    assert (second.submission_id, second.status) == (copy, Status.REJECTED)
 
 
 def test_bundle_rejected_by_the_llm_blocks_nobody(store, stub, monkeypatch):

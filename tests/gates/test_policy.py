@@ -32,7 +32,7 @@ def rules(body: str) -> set[str]:
     "import torch.distributed as dist\ndef sync(t):\n    if dist.is_initialized():\n"
     "        dist.all_reduce(t, op=dist.ReduceOp.SUM)\n",
     "from torch.nn.parallel import DistributedDataParallel as DDP\n",
-    "import math, typing, dataclasses, functools, itertools, collections, enum, abc, random\n"
+    "import math, typing, dataclasses, functools, itertools, collections, enum, abc\n"
     "import operator, time, contextlib, copy, warnings, numbers\n"
     "from collections import OrderedDict\nfrom functools import partial\n",
     "def f(x):\n    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
@@ -50,6 +50,33 @@ def rules(body: str) -> set[str]:
     "            return x\n    model = Inner()\n    model.head = torch.nn.Linear(2, 2)\n"
     "    for p in model.parameters():\n        p.requires_grad = False\n        p.grad = None\n"
     "    return model\n",
+    "MSG = 'loss {:.3f} at {}'.format(1.0, 2)\nW = '{name}: {v:>{w}}'.format(name='a', v=1, w=4)\n"
+    "M = '{x}'.format_map({'x': 1})\nF = format(3.14159, '.2f')\n"
+    "def show(x, y, w):\n    return f'{x:.3f} {y!r:>{w}}'\n",
+    "import dataclasses, typing\nT = typing.TypeVar('T')\n"
+    "@dataclasses.dataclass\nclass Config:\n    width: int = 64\n"
+    "    sizes: list = dataclasses.field(default_factory=list)\n"
+    "    def __post_init__(self):\n        self.width = max(1, self.width)\n"
+    "class Box(typing.Generic[T]):\n    def __init__(self, item: T) -> None:\n"
+    "        self.item_ = item\n",
+    "import copy, time, warnings\nwarnings.filterwarnings('ignore', category=UserWarning)\n"
+    "def snapshot(m):\n    warnings.warn('copying')\n    t0 = time.perf_counter()\n"
+    "    return copy.deepcopy(m), time.perf_counter() - t0\n",
+    "class Cache(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+    "        self.register_buffer('mask', torch.tril(torch.ones(n, n)), persistent=False)\n"
+    "    def forward(self, x):\n        return x * 0.5 if self.training else x\n",
+    "class Lion(torch.optim.Optimizer):\n    def __init__(self, params, lr=1e-4):\n"
+    "        super().__init__(params, dict(lr=lr))\n    @torch.no_grad()\n"
+    "    def step(self, closure=None):\n        for group in self.param_groups:\n"
+    "            for p in group['params']:\n"
+    "                p.add_(p.grad.sign(), alpha=-group['lr'])\n",
+    "class Tiny(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.__cache = None\n        self._Tiny__hits = 0\n"
+    "    def forward(self, x):\n        match x.shape:\n            case (b, t):\n"
+    "                return x\n",
+    "class RoundSTE(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        return torch.round(x)\n    @staticmethod\n    def backward(ctx, g):\n"
+    "        return g\n",
 ])
 def test_honest_idioms_pass(body):
     assert arch(body) == []
@@ -71,7 +98,7 @@ def test_honest_idioms_pass(body):
     ("def f(m):\n    return getattr(torch, 'load')\n", "AST-DESERIALIZE"),
     ("f = type('X', (), {})\n", "AST-INTROSPECT"),
     ("class A(metaclass=abc.ABCMeta):\n    pass\n", "AST-DYNAMIC"),
-    ("class A:\n    def __del__(self):\n        pass\n", "AST-DYNAMIC"),
+    ("class A:\n    def __del__(self):\n        pass\n", "AST-OVERRIDE"),
     ("class A:\n    def __reduce__(self):\n        return (print, ())\n", "AST-DESERIALIZE"),
     ("class P(torch.nn.Parameter):\n    pass\n", "AST-TENSOR-SUBCLASS"),
     ("torch.nn.functional.__dict__\n", "AST-INTROSPECT"),
@@ -84,7 +111,7 @@ def test_honest_idioms_pass(body):
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
     ("x = [" + ", ".join(["1"] * 65) + "]\n", "AST-LITERAL"),
-    ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MODULE-ALIAS"),
+    ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MEMBER"),
     ("def f(x):\n    return super(torch.Tensor, x)\n", "AST-SELF"),
     ("class A:\n    @staticmethod\n    def f(self):\n        self.x = 1\n", "AST-SELF"),
     ("class A:\n    def f(self):\n        pass\ng = A.f\n", "AST-SELF"),
@@ -93,6 +120,90 @@ def test_honest_idioms_pass(body):
     ("def f(m):\n    m.cuda = None\n", "AST-ATTR-ASSIGN"),
     ("def f(c):\n    c.batches = None\n", "AST-ATTR-ASSIGN"),
     ("x = {" + ", ".join(f"{i}: {i}" for i in range(65)) + "}\n", "AST-LITERAL"),
+    # format strings that reach attributes or indexes, or are not literals
+    ("def f(g):\n    return '{0.gi_frame}'.format(g)\n", "AST-FORMAT"),
+    ("def f(x):\n    return '{0[0]}'.format(x)\n", "AST-FORMAT"),
+    ("def f(x):\n    return '{0:{1.real}}'.format(x, 4)\n", "AST-FORMAT"),
+    ("def f(x):\n    return '{x.y}'.format_map({'x': x})\n", "AST-FORMAT"),
+    ("def f(x):\n    return '{'.format(x)\n", "AST-FORMAT"),
+    ("def f(s, x):\n    return s.format(x)\n", "AST-FORMAT"),
+    ("def f(s, d):\n    return s.format_map(d)\n", "AST-FORMAT"),
+    ("def f(x):\n    return str.format('{}', x)\n", "AST-FORMAT"),
+    ("def f(x):\n    return f'{x}'.format(x)\n", "AST-FORMAT"),
+    ("def f(x):\n    return getattr('{0.y}', 'format')(x)\n", "AST-FORMAT"),
+    ("def f(g):\n    return f'{g.gi_frame}'\n", "AST-INTROSPECT"),
+    ("def f(x, g):\n    return f'{x:{g.gi_frame.f_locals}}'\n", "AST-INTROSPECT"),
+    ("def f(x, c):\n    return f'{x!r:>{c._secret}}'\n", "AST-PRIVATE"),
+    # modules and members not on the allow-list
+    ("import random\n", "AST-IMPORT"),
+    ("import linecache\n", "AST-IMPORT"),
+    ("import importlib.resources\n", "AST-IMPORT"),
+    ("import string\n", "AST-IMPORT"),
+    ("from warnings import formatwarning\n", "AST-FILE"),
+    ("import warnings\nwarnings.showwarning('m', UserWarning, '/inputs/x', 1)\n", "AST-FILE"),
+    ("import warnings\nwith warnings.catch_warnings(record=True) as w:\n    pass\n",
+     "AST-INTROSPECT"),
+    ("import warnings\nwarnings.resetwarnings()\n", "AST-MEMBER"),
+    ("x = torch.nn.LazyLinear(4)\n", "AST-MEMBER"),
+    ("from torch.optim.optimizer import register_optimizer_step_pre_hook\n", "AST-MEMBER"),
+    ("x = torch.get_rng_state()\n", "AST-SEED"),
+    ("g = torch.Generator()\n", "AST-SEED"),
+    ("x = torch.initial_seed()\n", "AST-SEED"),
+    ("torch.set_num_threads(1)\n", "AST-ATTR-ASSIGN"),
+    ("torch.set_float32_matmul_precision('high')\n", "AST-ATTR-ASSIGN"),
+    ("import time\ntime.sleep(1)\n", "AST-PROCESS"),
+    ("import dataclasses\ndef f(b):\n    return dataclasses.fields(b)\n", "AST-INTROSPECT"),
+    ("from collections import namedtuple\n", "AST-DYNAMIC"),
+    ("y = torch.func.functional_call\n", "AST-DYNAMIC"),
+    ("a = torch.cuda.memory.CUDAPluggableAllocator\n", "AST-FFI"),
+    ("def f(x):\n    return x.untyped_storage()\n", "AST-INTROSPECT"),
+    ("def f(x):\n    return x.as_strided((2,), (1,))\n", "AST-INTROSPECT"),
+    ("def f(b):\n    return b.loss.grad_fn\n", "AST-INTROSPECT"),
+    # nn.Module machinery and special methods defined or assigned by the bundle
+    ("class A(torch.nn.Module):\n    def state_dict(self):\n        return {}\n",
+     "AST-OVERRIDE"),
+    ("class A(torch.nn.Module):\n    def _apply(self, fn):\n        return self\n",
+     "AST-OVERRIDE"),
+    ("class A:\n    def train(self, mode=True):\n        return self\n", "AST-OVERRIDE"),
+    ("class A:\n    parameters = property(lambda self: [])\n", "AST-OVERRIDE"),
+    ("class A:\n    @property\n    def training(self):\n        return True\n",
+     "AST-OVERRIDE"),
+    ("class A:\n    for eval in range(1):\n        pass\n", "AST-OVERRIDE"),
+    ("class A:\n    __slots__ = ('eval',)\n", "AST-OVERRIDE"),
+    ("class A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.state_dict = dict\n", "AST-OVERRIDE"),
+    ("class A(torch.nn.Module):\n    def f(self):\n        del self.train\n", "AST-OVERRIDE"),
+    ("class A(torch.nn.Module):\n    def f(self):\n        setattr(self, 'to', None)\n",
+     "AST-OVERRIDE"),
+    ("def f(model):\n    for m in model.modules():\n        m.training = False\n",
+     "AST-OVERRIDE"),
+    ("class A(torch.nn.Module):\n    def f(self):\n        return self._forward_hooks\n",
+     "AST-PRIVATE"),
+    ("class A(torch.nn.Module):\n    def f(self):\n        self._modules.clear()\n",
+     "AST-PRIVATE"),
+    ("class A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.register_state_dict_post_hook(print)\n", "AST-HOOK"),
+    ("class A:\n    def __repr__(self):\n        return 'A'\n", "AST-OVERRIDE"),
+    ("class Sneaky(torch.optim.AdamW):\n    @property\n    def param_groups(self):\n"
+     "        return []\n", "AST-OVERRIDE"),
+    ("class A:\n    def __eq__(self, other):\n        return True\n", "AST-OVERRIDE"),
+    ("class A:\n    def __call__(self, x):\n        return x\n", "AST-OVERRIDE"),
+    ("class A:\n    def __set__(self, obj, value):\n        pass\n", "AST-OVERRIDE"),
+    ("def __getattr__(name):\n    return 1\n", "AST-OVERRIDE"),
+    ("class A:\n    def __set_name__(self, owner, name):\n        pass\n", "AST-DYNAMIC"),
+    ("class A:\n    def __class_getitem__(cls, item):\n        return cls\n", "AST-DYNAMIC"),
+    ("class A:\n    def __new__(cls):\n        return 1\n", "AST-DYNAMIC"),
+    ("class A(torch.nn.Module, flag=True):\n    pass\n", "AST-DYNAMIC"),
+    # attribute reads that no Attribute node shows
+    ("def f(c):\n    match c:\n        case object(_TrainContext__core=m):\n"
+     "            return m\n", "AST-PRIVATE"),
+    ("def f(g):\n    match g:\n        case object(gi_frame=fr):\n            return fr\n",
+     "AST-INTROSPECT"),
+    ("import functools\nclass A:\n    def grab(self, c):\n        functools.wraps(c)(self)\n"
+     "        return self._TrainContext__core\n", "AST-INTROSPECT"),
+    ("class A:\n    def grab(self):\n        return self._TrainContext__core\n",
+     "AST-PRIVATE"),
+    ("def make():\n    return torch.nn.Module\nclass A(make()):\n    pass\n", "AST-DYNAMIC"),
 ])
 def test_denied_constructs(body, rule):
     assert rule in rules(body)
@@ -139,3 +250,27 @@ def test_pathologically_nested_code_is_refused_not_crashed(expr):
     found = arch(f"x = {expr}\n")
     assert {v.rule for v in found} == {"AST-SYNTAX"}
     assert "nested" in found[0].message and found[0].line in (0, 6)
+
+
+def test_side_door_messages_name_the_allowed_alternative():
+    [v] = arch("import warnings\nline = warnings.formatwarning('', UserWarning, '/inputs/x', 1)\n")
+    assert (v.rule, v.line) == ("AST-FILE", 7)
+    assert "linecache" in v.message and "warnings.warn" in v.message
+    [v] = arch("import warnings\nwarnings.showwarnings('x')\n")
+    assert v.rule == "AST-MEMBER" and "filterwarnings, simplefilter, warn" in v.message
+    [v] = arch("x = torch.nn.Lienar(2, 2)\n")
+    assert v.rule == "AST-MEMBER" and "did you mean Linear" in v.message
+    [v] = arch("import random\n")
+    assert "torch.rand" in v.message and "may import only: torch, torch.nn" in v.message
+
+
+def test_format_refusal_names_the_field():
+    [v] = arch("def f(g):\n    return '{0.gi_frame.f_back}'.format(g)\n")
+    assert v.rule == "AST-FORMAT" and "'{0.gi_frame.f_back}'" in v.message
+
+
+def test_overriding_machinery_is_reported_once_per_binding():
+    found = arch("class A(torch.nn.Module):\n    def state_dict(self):\n        return {}\n"
+                 "    def parameters(self):\n        return iter(())\n")
+    assert [(v.rule, v.line) for v in found] == [("AST-OVERRIDE", 7), ("AST-OVERRIDE", 9)]
+    assert "state_dict" in found[0].message and "forward()" in found[0].message

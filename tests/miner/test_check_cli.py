@@ -23,7 +23,8 @@ def _check_fast(bundle, config, data_root, *extra):
 
 @pytest.mark.parametrize(("name", "batches"), [("muon", 4), ("small_batch", 64)])
 def test_check_passes_the_example(name, batches, tiny_config, prepared_data, tmp_path):
-    res = _check(copy_example(name, tmp_path / name), tiny_config, prepared_data)
+    # brackets in the path: printed as written, never taken for console markup
+    res = _check(copy_example(name, tmp_path / f"[b]{name}"), tiny_config, prepared_data)
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "smoke run of 64 rows" in out
@@ -31,7 +32,7 @@ def test_check_passes_the_example(name, batches, tiny_config, prepared_data, tmp
     assert re.search(rf"smoke run\s+│\s+pass\s+│\s+64/64 rows consumed in {batches} batches, "
                      "exit ok", out)
     assert re.search(r"gates\s+│\s+pass", out) and "FAIL" not in out
-    assert "PASS: next, `prism eval" in out
+    assert "PASS: next, `prism eval" in out and f"[b]{name}`" in out.replace("\n", "")
     assert "training in the sandbox" in res.stderr
 
 

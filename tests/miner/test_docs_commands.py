@@ -22,6 +22,7 @@ from prism_challenge.sandbox.record import RunRecord
 
 GUIDE = ROOT / "docs" / "miners.md"
 OPERATOR_GUIDE = ROOT / "docs" / "validators.md"
+PORTING_GUIDE = ROOT / "docs" / "porting.md"
 RUN = {"check", "eval"}
 
 
@@ -78,3 +79,26 @@ def test_guide_example_table_matches_the_examples():
         documented = dict(kv.split("=") for kv in cell.strip("`").split(", "))
         declared = {k: str(v) for k, v in Bundle.from_dir(EXAMPLES / name).meta.axes.items()}
         assert documented == declared, name
+
+
+def test_porting_guide_commands_run_as_written(tiny_config, prepared_data, tmp_path):
+    """Both ported bundles pass `prism eval` (the static gates, then eligible and verified)."""
+    shutil.copytree(EXAMPLES, tmp_path / "examples",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PRISM_CONFIG": str(tiny_config), "PRISM_DATA__ROOT": str(prepared_data)}
+    commands = guide_commands(PORTING_GUIDE)
+    assert [(c[1], c[2]) for c in commands] == [
+        (sub, f"examples/{name}") for name in ("nanogpt_port", "autoresearch_port")
+        for sub in ("eval",)]
+    optimizers = {}
+    for argv in commands:
+        res = prism(*argv[1:], cwd=tmp_path, env=env)
+        assert res.returncode == 0, f"{' '.join(argv)}\n{res.stdout}\n{res.stderr}"
+        out = tmp_path / argv[argv.index("--out") + 1]
+        record = RunRecord.model_validate_json((out / "record.json").read_text())
+        assert record.exit_reason == "ok" and record.consumed.rows == record.budget.rows
+        assert record.telemetry, "the port keeps its ctx.log telemetry"
+        assert json.loads((out / "score.json").read_text())["score"]["eligible"]
+        assert "ELIGIBLE: a validator would rank this run" in res.stdout
+        optimizers[argv[2]] = record.axes.optimizers[0].cls
+    assert optimizers == {"examples/nanogpt_port": "AdamW", "examples/autoresearch_port": "Muon"}

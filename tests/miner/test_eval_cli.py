@@ -39,6 +39,11 @@ def test_eval_conv_mixer_on_data_without_a_val_split(tiny_config, prepared_data,
     assert re.search(rf"prequential bpb\s+│\s+{score['prequential_bpb']:.4f}", res.stdout)
     assert f"ELIGIBLE: a validator would rank this run at {score['bpb']:.4f} bpb" in res.stdout
     assert f"{BUDGET_ROWS}/{BUDGET_ROWS}" in res.stderr  # the progress bar's rows
+    # ctx.log (every 20 steps: once here) is kept in the record and shown
+    (point,) = record.telemetry
+    assert set(point.values) == {"loss", "lr"} and point.values["lr"] > 0
+    step, loss = point.step, point.values["loss"]
+    assert re.search(rf"loss\s+│\s+1\s+│\s+{step}\.\.{step}\s+│\s+{loss:.4g}\s", res.stdout)
 
 
 def test_eval_refuses_a_policy_violation_and_writes_nothing(tiny_config, prepared_data,

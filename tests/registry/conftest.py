@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from fastapi import FastAPI
 
 from prism_challenge.api.server import ApiServer
-from prism_challenge.config.settings import RegistrySettings
+from prism_challenge.config.settings import LlmSettings, RegistrySettings
 from prism_challenge.registry import Observation
 
 
@@ -36,29 +37,67 @@ def obs(i, bpb, hotkey=None, eligible=True, declared=None, **m) -> Observation:
     )
 
 
+OPT = {"spec": {"kind": "single", "axis": "optimizer", "treatment": "muon", "control": "adamw"},
+       "importance": 0.8}
+NORM = {"spec": {"kind": "single", "axis": "norm", "treatment": "rmsnorm",
+                 "control": "layernorm"}, "importance": 0.5}
+
+
+def feed(reg, n, effect=0.05, start=0):
+    """Alternate muon / adamw runs from distinct hotkeys; muon is better by `effect`."""
+    for i in range(start, start + n):
+        muon = i % 2 == 0
+        wobble = 0.001 * ((i * 7919) % 11 - 5)  # deterministic noise, |x| <= 0.005
+        reg.observe(obs(i, 2.0 - (effect if muon else 0.0) + wobble,
+                        opt="muon" if muon else "adamw"))
+
+
 @pytest.fixture
 def cfg() -> RegistrySettings:
     return RegistrySettings()
 
 
-class LlmStub:
-    """Answers /v1/chat/completions with the next queued content (a JSON string), records
-    each request, and can be told to fail with an HTTP status."""
+class LlmScript:
+    """What the stub answers during one test: the queued contents (JSON strings), the
+    requests seen, and whether to fail with an HTTP status or answer after `delay_s`
+    (longer than the client's timeout: a timeout)."""
 
     def __init__(self) -> None:
         self.answers: list[str] = []
         self.requests: list[dict] = []
         self.fail_status: int | None = None
+        self.delay_s = 0.0
+
+    def queue(self, doc: dict) -> None:
+        self.answers.append(json.dumps(doc))
+
+    def user_doc(self, i: int = -1) -> dict:
+        """The JSON brief the registry sent in request `i`."""
+        return json.loads(next(m["content"] for m in self.requests[i]["messages"]
+                               if m["role"] == "user"))
+
+
+class LlmStub:
+    """A local OpenAI-compatible server answering /v1/chat/completions from the current
+    test's `LlmScript`. A request stays bound to the script it arrived under, so a late
+    answer to a timed-out request cannot consume the next test's queue."""
+
+    def __init__(self) -> None:
+        self.script = LlmScript()
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
         def complete(body: dict):
             from fastapi.responses import JSONResponse
 
-            self.requests.append(body)
-            if self.fail_status is not None:
-                return JSONResponse({"error": {"message": "down"}}, status_code=self.fail_status)
-            content = self.answers.pop(0) if self.answers else "{}"
+            script = self.script
+            script.requests.append(body)
+            if script.delay_s:
+                time.sleep(script.delay_s)
+            if script.fail_status is not None:
+                return JSONResponse({"error": {"message": "down"}},
+                                    status_code=script.fail_status)
+            content = script.answers.pop(0) if script.answers else "{}"
             return {
                 "id": "stub", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
@@ -68,12 +107,10 @@ class LlmStub:
 
         self.server = ApiServer(app)
 
-    def queue(self, doc: dict) -> None:
-        self.answers.append(json.dumps(doc))
 
-
-@pytest.fixture
-def llm():
+@pytest.fixture(scope="session")
+def llm_stub():
+    """One stub server for the session (starting uvicorn per test costs more than the test)."""
     stub = LlmStub()
     stub.server.start()
     yield stub
@@ -81,8 +118,24 @@ def llm():
 
 
 @pytest.fixture
-def client(llm):
-    import openai
+def llm(llm_stub) -> LlmScript:
+    llm_stub.script = LlmScript()
+    return llm_stub.script
 
-    return openai.OpenAI(base_url=f"{llm.server.url}/v1", api_key="test", max_retries=0,
-                         timeout=10)
+
+@pytest.fixture(scope="session")
+def llm_settings(llm_stub) -> LlmSettings:
+    """The node's `llm` section pointed at the stub (short timeout, so a slow answer is a
+    timeout)."""
+    return LlmSettings(base_url=f"{llm_stub.server.url}/v1", model="stub-model", timeout_s=1.0,
+                       api_key_env="PRISM_TEST_LLM_KEY")
+
+
+@pytest.fixture(scope="session")
+def client(llm_settings):
+    """One OpenAI client for the session (each one builds its own TLS context, ~0.1 s)."""
+    from prism_challenge.registry import make_client
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PRISM_TEST_LLM_KEY", "test")
+        return make_client(llm_settings)

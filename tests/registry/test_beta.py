@@ -57,3 +57,16 @@ def test_information_value_and_credibility_ramp():
 def test_negative_counts_are_refused():
     with pytest.raises(ValueError):
         terms(-1, 0)
+
+
+def test_terms_equal_scipy_stats_beta_to_the_bit():
+    """The incomplete-beta kernels give exactly what `scipy.stats.beta` gives, so a ledger
+    folded before the switch replays to the same numbers and digests."""
+    from scipy.stats import beta as dist_of
+
+    for wins, losses in [(0, 0), (1, 0), (3, 9), (12, 0), (40, 37), (250, 180), (7, 600)]:
+        t, d = terms(wins, losses), dist_of(2 + wins, 2 + losses)
+        assert t.ci90 == tuple(float(x) for x in d.ppf([0.05, 0.95]))
+        assert t.p_support == float(d.sf(0.6)) and t.p_refute == float(d.cdf(0.4))
+        assert t.p_claim == float(d.sf(0.5))
+        assert t.rope == float(d.cdf(0.55) - d.cdf(0.45))

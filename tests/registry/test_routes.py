@@ -20,12 +20,12 @@ def test_program_md_json_and_hypotheses_are_served(store):
     for i in range(6):
         reg.observe(obs(i, 2.0 - 0.01 * i, opt="muon" if i % 2 else "adamw"))
     deps = ApiDeps(settings=settings, store=store, metagraph=StaticMetagraph.of([], allow_any=True))
-    with ApiServer(create_app(deps)) as server:
-        md = httpx.get(f"{server.url}/v1/program.md")
-        doc = httpx.get(f"{server.url}/v1/program.json").json()
-        hyps = httpx.get(f"{server.url}/v1/hypotheses").json()
-        panel = httpx.get(f"{server.url}/v1/registry/panel")
-        graph = httpx.get(f"{server.url}/v1/registry/graph").json()
+    with ApiServer(create_app(deps)) as server, httpx.Client(base_url=server.url) as http:
+        md = http.get("/v1/program.md")
+        doc = http.get("/v1/program.json").json()
+        hyps = http.get("/v1/hypotheses").json()
+        panel = http.get("/v1/registry/panel")
+        graph = http.get("/v1/registry/graph").json()
     assert md.status_code == 200
     assert md.headers["content-type"].startswith("text/markdown")
     digest = md.headers["x-prism-program-digest"]

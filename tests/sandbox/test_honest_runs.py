@@ -38,7 +38,11 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     assert score.eligible, score.reasons
     uniform = math.log2(first.vocab_size) * first.budget.scored_tokens / first.budget.bytes
     assert score.prequential_bpb < uniform
-    second = runner.run(files, digest_of(files), tmp_path / "b")
+    # run again against itself as the leader: an honest run is never stopped early
+    plan = runner.early_stop_plan(score.bpb, 1, first)
+    assert plan.checkpoints == (20, 39, 58, 77)
+    second = runner.run(files, digest_of(files), tmp_path / "b", early_stop=plan)
+    assert second.stopped_early is None and second.consumed.rows == second.budget.rows
     again = score_record(second, runner.settings.scoring)
     assert abs(again.prequential_bpb - score.prequential_bpb) < 1e-6
     assert [b.nats for b in second.batches] == [b.nats for b in first.batches]

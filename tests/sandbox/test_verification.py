@@ -39,7 +39,9 @@ def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
     assert score.eligible, score.reasons  # a non-contender would keep this provisional score
     assert not v.passed
     assert replay.probes.mismatched >= 1
-    assert replay.probes.examples[0].recorded < 0.01 < 5 < replay.probes.examples[0].recomputed
+    # a peeked loss is ~0 on one side of the comparison and several nats on the other (which
+    # side depends on where the stateful guard chose to peek in each run)
+    assert any(abs(e.recorded - e.recomputed) > 5 for e in replay.probes.examples)
     assert any(r.startswith("probe:") for r in v.reasons)
 
 

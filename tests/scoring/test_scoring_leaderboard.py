@@ -4,12 +4,13 @@ from prism_challenge.scoring.leaderboard import Entry, build_leaderboard, conten
 
 
 def entry(sid, hotkey, bpb, *, delta=1.0, at=None, eligible=True, corpus="demo", scored=None,
-          verification="passed"):
+          verification="passed", block=None, uid=None):
     return Entry(
         submission_id=sid, hotkey=hotkey, digest=f"{sid:064x}", accepted_at=float(at or sid),
         bpb=bpb, heldout_delta=delta, eligible=eligible, corpus=corpus,
         reason=None if eligible else "step0: smuggled", scored_at=float(scored or sid),
         verification=verification,
+        block=block, uid=uid,
     )
 
 
@@ -39,6 +40,22 @@ def test_same_cell_same_delta_earliest_wins():
     b = board([entry(1, "a", 1.234, at=5), entry(2, "b", 1.231, at=3)])
     assert ranked(b) == [(1, 2), (2, 1)]
     assert b.leader.submission_id == 2
+
+
+def test_earliest_is_the_commitment_block_then_uid_whatever_the_arrival():
+    # Submission 1 reached this validator first, but 2 was committed first.
+    early_arrival = entry(1, "a", 1.234, at=1, block=120, uid=0)
+    early_commit = entry(2, "b", 1.231, at=9, block=100, uid=5)
+    for order in ([early_arrival, early_commit], [early_commit, early_arrival]):
+        b = board(order)
+        assert ranked(b) == [(1, 2), (2, 1)] and b.leader.submission_id == 2
+        assert [h.submission_id for h in b.history] == [2]  # replayed in commitment order
+    same_block = [entry(3, "c", 1.234, at=1, block=100, uid=8),
+                  entry(4, "d", 1.234, at=2, block=100, uid=3)]
+    assert board(same_block).leader.submission_id == 4
+    # A row without a commitment (from before commitments) never precedes one with it.
+    assert board([entry(5, "e", 1.234, at=1), entry(6, "f", 1.234, at=2, block=10**6)]
+                 ).leader.submission_id == 6
 
 
 def test_lower_cell_wins_whatever_the_delta():
@@ -125,3 +142,17 @@ def test_contenders_are_unverified_entries_that_would_take_the_lead():
     assert [e.submission_id for e in contenders(
         [entry(7, "g", 3.0, verification="none"), entry(8, "h", 2.0, verification="none")],
         epsilon=0.01, margin=0.01)] == [8, 7]  # no verified leader: every eligible entry
+
+
+def test_a_censored_run_never_ranks_leads_or_contends_and_is_listed_apart():
+    """Stopped early, its bpb is only a lower bound: even a verified, low one is not a score."""
+    leader = entry(1, "a", 2.0)
+    stopped = entry(2, "b", 1.0, verification="none").model_copy(update={"censored": True})
+    verified = stopped.model_copy(update={"submission_id": 3, "verification": "passed"})
+    b = board([leader, stopped, verified], margin=0.01)
+    assert b.leader.submission_id == 1 and ranked(b) == [(1, 1)]
+    assert [e.submission_id for e in b.censored] == [3]  # the hotkey's latest
+    assert contenders([leader, stopped], epsilon=0.01, margin=0.01) == []
+    bad = stopped.model_copy(update={"submission_id": 4, "eligible": False})
+    assert [e.submission_id for e in board([leader, bad]).ineligible] == [4]
+    assert board([leader, bad]).censored == []

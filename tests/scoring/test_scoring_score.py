@@ -5,6 +5,7 @@ import pytest
 from scoring_records import make_record, with_eval
 
 from prism_challenge.config.settings import ScoringSettings
+from prism_challenge.sandbox.record import EarlyStop, RunRecord
 from prism_challenge.scoring import ScoringError, score_record
 from prism_challenge.scoring.penalty import penalised_bpb, penalty_fraction
 
@@ -59,6 +60,34 @@ def test_gap_past_zero_threshold_zeroes(settings):
     assert [r.split(":")[0] for r in result.reasons] == ["gap"]
 
 
+def test_a_gap_names_cheating_where_the_stream_stayed_good(settings):
+    result = score_record(with_eval(make_record(), val_bpb_trained=TAIL + 2.0), settings)
+    assert not result.eligible
+    assert result.reasons[0].endswith("the model read its targets, or the record was tampered with")
+
+
+def test_a_gap_names_divergence_where_the_stream_got_as_bad_as_held_out(settings):
+    """The loss fell to 800 nats a batch, then rose to 1000: held-out text agrees with the tail."""
+    rising = make_record()
+    rising = rising.model_copy(
+        update={
+            "batches": [
+                b.model_copy(update={"nats": n})
+                for b, n in zip(rising.batches, (1120.0, 800.0, 900.0, 1000.0), strict=True)
+            ]
+        }
+    )
+    tail = 1000 / LN2 / 400
+    result = score_record(with_eval(rising, val_bpb_trained=tail - 0.1), settings)
+    assert not result.eligible  # early windows of a "diverged" run could still be read targets
+    assert result.tail_bpb == pytest.approx(tail, abs=1e-9)
+    assert result.reasons == [
+        f"gap: the target-absent held-out bpb is {tail - 0.1 - TAIL:.4f} above the stream's "
+        f"best window (zeroed at 0.5): the run diverged (its stream's tail is {tail:.4f} bpb, "
+        f"its held-out {tail - 0.1:.4f}); a run whose loss rises past its best is not scored"
+    ]
+
+
 def test_tail_fraction_setting_is_used():
     s = ScoringSettings(tail_fraction=0.5)
     result = score_record(make_record(), s)
@@ -85,3 +114,22 @@ def test_crash_is_charged_not_zeroed(settings):
 def test_infra_failure_is_not_scorable(settings):
     with pytest.raises(ScoringError, match="infra"):
         score_record(make_record(exit_reason="infra"), settings)
+
+
+def test_a_run_stopped_early_is_censored_at_its_bound(settings):
+    stop = EarlyStop(
+        checkpoint=0.8, position=8, bound_bpb=3.9, target_bpb=3.2, leader_submission=4, max_gain=0.5
+    )
+    result = score_record(make_record(exit_reason="ok", stopped_early=stop), settings)
+    assert result.censored and result.bpb == 3.9
+    assert result.prequential_bpb == pytest.approx(PREQ, abs=1e-9)  # still shown
+    assert result.notes[0].startswith("censored: stopped at 80% of the budget")
+    assert "at least 3.9000" in result.notes[0] and "bar 3.2000" in result.notes[0]
+    assert not score_record(make_record(), settings).censored
+
+
+def test_records_without_early_stop_still_load():
+    raw = make_record().model_dump(mode="json")
+    raw.pop("stopped_early")
+    for version in (1, 2):
+        assert RunRecord.model_validate({**raw, "version": version}).stopped_early is None

@@ -9,10 +9,10 @@ import time
 
 import httpx
 import pytest
+from fixture_bundles import queue_bundle
 from gpu_kit import TINY_BUNDLE, uuid
 
 from prism_challenge.api import ApiDeps, create_app
-from prism_challenge.bundle import Bundle
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config import Settings
 from prism_challenge.metrics.slots import SlotCollector
@@ -21,7 +21,6 @@ from prism_challenge.sandbox.devices import discover_gpus
 from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.slots import plan_slots
-from prism_challenge.storage import Status, transition
 from prism_challenge.storage.tables import RunRecord, Score, Submission
 from prism_challenge.validator.rotation import Rotation
 from prism_challenge.validator.worker import EvaluationWorker
@@ -53,16 +52,9 @@ class Node:
                                          rotation=self.rotation) for s in self.slots]
 
     def queue(self, training: bytes, tag: str) -> int:
-        bundle = Bundle({"architecture.py": (TINY_BUNDLE / "architecture.py").read_bytes(),
-                         "training.py": training + f"# {tag}\n".encode()})
-        with self.store.session() as s:
-            row = Submission(digest=bundle.digest, hotkey="hk-" + tag, status="received",
-                             accepted_at=time.time(), updated_at=time.time(),
-                             bundle=bundle.to_wire())
-            s.add(row)
-            s.flush()
-            transition(s, row.id, Status.QUEUED)
-            return row.id
+        return queue_bundle(self.store, {
+            "architecture.py": (TINY_BUNDLE / "architecture.py").read_bytes(),
+            "training.py": training + f"# {tag}\n".encode()}, "hk-" + tag)
 
     def row(self, sid):
         with self.store.session() as s:

@@ -1,7 +1,12 @@
-"""Fixtures of the submissions tests: real bittensor wallets, tiny bundles, a live node."""
+"""Fixtures of the submissions tests: real bittensor wallets, tiny bundles, a live node.
+
+The node's commitments come from a real `LocalLedger` file; `Node.post` commits the body's
+digest for the signer first (as `prism submit` does) unless told not to.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,13 +17,15 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps, create_app, health
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.bundle import Bundle
+from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.config.settings import Settings
 from prism_challenge.intake import routes as intake_routes
-from prism_challenge.intake.signing import sign_request
+from prism_challenge.intake.signing import sign_submission
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import Nonce, Submission
 
@@ -56,6 +63,9 @@ class Node:
     store: Store
     clock: Clock
     settings: Settings
+    hotkey: str  # the validator's: the receiver requests are signed for
+    ledger: LocalLedger
+    wallets: dict[str, bittensor.Wallet]
 
     def counts(self) -> tuple[int, int]:
         """(submission rows, nonce rows): what a refusal must leave unchanged."""
@@ -64,16 +74,26 @@ class Node:
             nonces = session.scalar(select(func.count(Nonce.id)))
         return subs, nonces
 
-    def post(self, signer, body: bytes, *, timestamp=None, nonce=None, netuid=NETUID, **extra):
-        """Sign `body` as `signer` and POST it; `extra` overrides headers after signing."""
-        signed = sign_request(
-            signer,
-            netuid=netuid,
-            body=body,
-            timestamp=self.clock() if timestamp is None else timestamp,
-            nonce=nonce,
-        )
-        headers = {**signed.as_http(), **extra}
+    def commit(self, signer, body: bytes) -> int:
+        """Commit sha256(body) (a wire body's digest) for `signer`; returns the block."""
+        wallet = next(w for w in self.wallets.values()
+                      if w.hotkey.ss58_address == signer.ss58_address)
+        value = commitment_value(signer.ss58_address, hashlib.sha256(body).hexdigest())
+        return self.ledger.commit(wallet, value).block
+
+    def sign(self, signer, body: bytes, *, timestamp=None, nonce_ns=None, receiver=None):
+        stamp = self.clock() if timestamp is None else timestamp
+        return sign_submission(signer, body, receiver=receiver or self.hotkey,
+                               nonce_ns=nonce_ns if nonce_ns is not None else int(stamp * 1e9))
+
+    def post(self, signer, body: bytes, *, commit=True, timestamp=None, nonce_ns=None,
+             receiver=None, **extra):
+        """Commit (unless told not to), sign `body` as `signer` for this node and POST it;
+        `extra` overrides headers after signing."""
+        if commit:
+            self.commit(signer, body)
+        headers = {**self.sign(signer, body, timestamp=timestamp, nonce_ns=nonce_ns,
+                               receiver=receiver), **extra}
         return httpx.post(f"{self.url}/v1/submissions", content=body, headers=headers)
 
 
@@ -99,7 +119,8 @@ def bundle_dir(tmp_path):
 @pytest.fixture(scope="session")
 def wallets(tmp_path_factory) -> dict[str, bittensor.Wallet]:
     root = tmp_path_factory.mktemp("wallets")
-    return {name: make_wallet(root, name) for name in ("miner", "rival", "stranger")}
+    return {name: make_wallet(root, name)
+            for name in ("validator", "miner", "rival", "stranger")}
 
 
 @pytest.fixture
@@ -117,35 +138,48 @@ def stranger(wallets):
     return wallets["stranger"].hotkey
 
 
+def registered(wallets) -> StaticMetagraph:
+    """uid 0 the validator, uid 1 the miner, uid 2 the rival; the stranger is not registered."""
+    return StaticMetagraph.of([wallets[n].hotkey.ss58_address
+                               for n in ("validator", "miner", "rival")], block=BLOCK)
+
+
 @pytest.fixture
-def make_node(store, live_server, wallets):
+def make_node(store, live_server, wallets, tmp_path):
     """Start a node on a live server; the stranger's hotkey is never registered."""
 
-    def start(**intake) -> Node:
-        settings = Settings(chain={"netuid": NETUID}, intake={"rate_limit_count": 3, **intake})
-        metagraph = StaticMetagraph.of(
-            [wallets["miner"].hotkey.ss58_address, wallets["rival"].hotkey.ss58_address],
-            block=BLOCK,
-        )
+    def start(chain=None, **intake) -> Node:
+        settings = Settings(chain={"netuid": NETUID, "commitment_wait_s": 0.3, **(chain or {})},
+                            intake={"rate_limit_count": 3, **intake})
+        metagraph = registered(wallets)
+        ledger = LocalLedger(tmp_path / "ledger.db", metagraph)
         clock = Clock()
-        app = create_app(ApiDeps(settings=settings, store=store, metagraph=metagraph, clock=clock))
-        return Node(live_server(app), store, clock, settings)
+        hotkey = wallets["validator"].hotkey.ss58_address
+        app = create_app(ApiDeps(settings=settings, store=store, metagraph=metagraph, clock=clock,
+                                 hotkey=hotkey, subnet=ledger))
+        return Node(live_server(app), store, clock, settings, hotkey, ledger, wallets)
 
     return start
 
 
 @pytest.fixture
-def intake_app(store, wallets):
-    """An app with only this stage's routes (plus `extra_routes`), whatever ROUTERS holds."""
+def intake_app(store, wallets, tmp_path):
+    """An app with only this stage's routes (plus `extra_routes`), whatever ROUTERS holds.
+    Its ledger is `tmp_path / "ledger.db"` (pass it to `prism submit` with --config)."""
+    ledger_path = tmp_path / "ledger.db"
 
     def build(extra_routes=()) -> FastAPI:
+        metagraph = registered(wallets)
         deps = ApiDeps(
-            settings=Settings(chain={"netuid": NETUID}),
+            settings=Settings(chain={"netuid": NETUID, "local_ledger": str(ledger_path)}),
             store=store,
-            metagraph=StaticMetagraph.of([wallets["miner"].hotkey.ss58_address], block=BLOCK),
+            metagraph=metagraph,
+            hotkey=wallets["validator"].hotkey.ss58_address,
+            subnet=LocalLedger(ledger_path, metagraph),
         )
         app = FastAPI()
         install_error_handlers(app)
+        app.include_router(health.build(deps))  # the client reads the receiver hotkey there
         app.include_router(intake_routes.build(deps))
         for path, endpoint in extra_routes:
             app.add_api_route(path, endpoint, methods=["GET"])

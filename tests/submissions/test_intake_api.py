@@ -1,4 +1,5 @@
-"""POST/GET /v1/submissions on a live uvicorn server with real sr25519 keys (issue 4)."""
+"""POST/GET /v1/submissions on a live uvicorn server with real sr25519 keys, bittensor's
+http_auth signatures and commitments in a real local ledger."""
 
 from __future__ import annotations
 
@@ -32,25 +33,28 @@ def refused(response: httpx.Response, status: int, rule: str) -> dict:
 def test_accepted_round_trip(node, miner, make_bundle):
     bundle = make_bundle("round-trip")
     before = node.clock()
-    with SubmissionClient(node.url, netuid=NETUID, signer=miner) as client:
+    block = node.commit(miner, bundle.to_wire())
+    with SubmissionClient(node.url, signer=miner) as client:
         receipt = client.submit(bundle)
         view = client.status(receipt.id)
+        assert client.receiver == node.hotkey  # read from /v1/health
     assert (receipt.digest, receipt.hotkey, receipt.status) == (
         bundle.digest,
         miner.ss58_address,
         "received",
     )
-    assert receipt.idempotent is False and receipt.block == BLOCK
+    assert receipt.idempotent is False and receipt.block == block == 1
     assert before - 1 <= receipt.accepted_at <= node.clock() + 1
     assert (view.id, view.status, view.final, view.attempts) == (receipt.id, "received", False, 0)
     assert (view.digest, view.hotkey, view.block, view.score) == (
         bundle.digest,
         miner.ss58_address,
-        BLOCK,
+        block,
         None,
     )
     with node.store.session() as session:
         row = session.get(Submission, receipt.id)
+        assert (row.block, row.uid) == (block, 1)  # precedence: commitment block, then uid
         assert row.bundle == bundle.to_wire()
         assert Bundle.from_wire(row.bundle).digest == row.digest == bundle.digest
         assert session.scalars(select(Nonce.hotkey)).all() == [miner.ss58_address]
@@ -88,35 +92,108 @@ def test_copy_from_another_hotkey_is_refused_and_the_first_keeps_precedence(
         assert session.get(Submission, original["id"]).hotkey == miner.ss58_address
 
 
+def test_an_exact_copy_that_arrived_first_hands_its_row_to_the_earlier_committer(
+    node, miner, rival, make_bundle
+):
+    # The miner commits first (block 1) but its upload is slow; a copier who obtained the
+    # bundle commits at block 2 and uploads first. The arrival order must decide nothing.
+    body = make_bundle("raced").to_wire()
+    assert node.commit(miner, body) == 1
+    copy = node.post(rival, body).json()
+    assert (copy["hotkey"], copy["block"]) == (rival.ss58_address, 2)
+    taken = node.post(miner, body, commit=False)
+    assert taken.status_code == 201, taken.text
+    assert (taken.json()["id"], taken.json()["hotkey"], taken.json()["block"]) == (
+        copy["id"], miner.ss58_address, 1)
+    with node.store.session() as session:
+        row = session.get(Submission, copy["id"])
+        assert (row.hotkey, row.block, row.uid) == (miner.ss58_address, 1, 1)
+    refused(node.post(rival, body, commit=False), 409, "DUPLICATE")
+
+
+def test_no_commitment_waits_then_is_refused_and_leaves_nothing(node, miner, make_bundle):
+    started = time.monotonic()
+    body = refused(node.post(miner, make_bundle("uncommitted").to_wire(), commit=False),
+                   409, "COMMITMENT_MISSING")
+    assert time.monotonic() - started >= 0.25  # it waited commitment_wait_s (0.3 s)
+    assert "within 0.3 s" in body["detail"] and "prism1:" in body["detail"]
+    assert node.counts() == (0, 0)
+
+
+def test_a_digest_other_than_the_latest_commitment_is_refused(node, miner, make_bundle):
+    committed, sent = make_bundle("committed").to_wire(), make_bundle("sent").to_wire()
+    block = node.commit(miner, committed)
+    body = refused(node.post(miner, sent, commit=False), 409, "COMMITMENT_MISMATCH")
+    assert f"block {block}" in body["detail"]
+    node.commit(miner, sent)
+    assert node.post(miner, sent, commit=False).status_code == 201
+    # Only the latest commitment counts: the first bundle is no longer named.
+    refused(node.post(miner, committed, commit=False), 409, "COMMITMENT_MISMATCH")
+    assert node.counts()[0] == 1
+
+
+def test_an_upload_waits_for_a_commitment_that_appears_in_time(make_node, miner, make_bundle):
+    node = make_node(chain={"commitment_wait_s": 5.0})
+    body = make_bundle("late-commit").to_wire()
+    later = threading.Timer(0.5, node.commit, args=(miner, body))
+    later.start()
+    started = time.monotonic()
+    response = node.post(miner, body, commit=False)
+    later.join()
+    assert response.status_code == 201, response.text
+    assert 0.4 <= time.monotonic() - started < 4.5
+
+
+def test_one_hotkey_has_one_upload_waiting_at_a_time(make_node, miner, make_bundle):
+    node = make_node(chain={"commitment_wait_s": 2.0})
+    results: list[httpx.Response] = []
+    first = threading.Thread(target=lambda: results.append(
+        node.post(miner, make_bundle("w1").to_wire(), commit=False)))
+    first.start()
+    time.sleep(0.5)
+    second = node.post(miner, make_bundle("w2").to_wire(), commit=False)
+    first.join()
+    refused(second, 429, "COMMITMENT_WAIT")
+    refused(results[0], 409, "COMMITMENT_MISSING")
+
+
 def test_tampered_body_is_401(node, miner, make_bundle):
     signed_body = make_bundle("signed").to_wire()
     other_body = make_bundle("swapped").to_wire()
-    from prism_challenge.intake.signing import sign_request
-
-    headers = sign_request(miner, netuid=NETUID, body=signed_body, timestamp=node.clock())
-    response = httpx.post(
-        f"{node.url}/v1/submissions", content=other_body, headers=headers.as_http()
-    )
+    node.commit(miner, other_body)
+    headers = node.sign(miner, signed_body)
+    response = httpx.post(f"{node.url}/v1/submissions", content=other_body, headers=headers)
     refused(response, 401, "SIGNATURE")
     assert node.counts() == (0, 0)
 
 
 def test_replayed_request_is_409(node, miner, make_bundle):
     body = make_bundle("replay").to_wire()
-    from prism_challenge.intake.signing import sign_request
-
-    headers = sign_request(miner, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
+    node.commit(miner, body)
+    headers = node.sign(miner, body)
     url = f"{node.url}/v1/submissions"
     assert httpx.post(url, content=body, headers=headers).status_code == 201
     counts = node.counts()
     refused(httpx.post(url, content=body, headers=headers), 409, "NONCE_REPLAY")
     # The nonce is per hotkey: a new body under the same nonce is still a replay.
     refused(
-        node.post(miner, make_bundle("other").to_wire(), nonce=headers["X-Prism-Nonce"]),
+        node.post(miner, make_bundle("other").to_wire(),
+                  nonce_ns=int(headers["X-Bittensor-Nonce"])),
         409,
         "NONCE_REPLAY",
     )
     assert node.counts() == counts
+
+
+def test_a_request_signed_for_another_validator_is_401_receiver(node, miner, rival, make_bundle):
+    body = refused(node.post(miner, make_bundle().to_wire(), receiver=rival.ss58_address),
+                   401, "RECEIVER")
+    assert "/v1/health" in body["detail"]
+    unbound = node.sign(miner, make_bundle().to_wire())
+    del unbound["X-Bittensor-Receiver"]
+    refused(httpx.post(f"{node.url}/v1/submissions", content=make_bundle().to_wire(),
+                       headers=unbound), 401, "RECEIVER")
+    assert node.counts() == (0, 0)
 
 
 @pytest.mark.parametrize("skew", [-305, 305, -10_000])
@@ -141,34 +218,31 @@ def test_unregistered_hotkey_is_403(node, stranger, make_bundle):
     assert node.counts() == (0, 0)
 
 
-def test_wrong_netuid_is_401(node, miner, make_bundle):
-    body = refused(node.post(miner, make_bundle().to_wire(), netuid=NETUID + 1), 401, "NETUID")
-    assert f"netuid {NETUID}" in body["detail"]
-
-
-@pytest.mark.parametrize("signature", ["0xnothex", "0x" + "00" * 64, "0x" + "ab" * 10, "ab" * 200])
-def test_malformed_signature_is_401_never_500(node, miner, make_bundle, signature):
-    response = node.post(miner, make_bundle().to_wire(), **{"X-Prism-Signature": signature})
-    refused(response, 401, "SIGNATURE")
+@pytest.mark.parametrize(("signature", "rule"), [
+    ("0xnothex", "AUTH_HEADERS"), ("0x" + "00" * 64, "SIGNATURE"),
+    ("0x" + "ab" * 10, "AUTH_HEADERS"), ("ab" * 200, "AUTH_HEADERS")])
+def test_malformed_signature_is_401_never_500(node, miner, make_bundle, signature, rule):
+    response = node.post(miner, make_bundle().to_wire(), **{"X-Bittensor-Signature": signature})
+    refused(response, 401, rule)
     assert node.counts() == (0, 0)
 
 
 def test_another_keys_signature_is_401(node, miner, rival, make_bundle):
     # Signed by the rival, claimed as the miner's.
-    from prism_challenge.intake.signing import sign_request
-
     body = make_bundle().to_wire()
-    headers = sign_request(rival, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
-    headers["X-Prism-Hotkey"] = miner.ss58_address
+    node.commit(miner, body)
+    headers = node.sign(rival, body)
+    headers["X-Bittensor-Hotkey"] = miner.ss58_address
     refused(
         httpx.post(f"{node.url}/v1/submissions", content=body, headers=headers), 401, "SIGNATURE"
     )
+    assert node.counts() == (0, 0)
 
 
 def test_missing_headers_are_401(node, make_bundle):
     response = httpx.post(f"{node.url}/v1/submissions", content=make_bundle().to_wire())
     body = refused(response, 401, "AUTH_HEADERS")
-    assert "X-Prism-" in body["detail"]
+    assert "X-Bittensor-" in body["detail"]
 
 
 def test_oversize_body_is_413_declared_or_streamed(make_node, miner):
@@ -176,9 +250,7 @@ def test_oversize_body_is_413_declared_or_streamed(make_node, miner):
     body = b"x" * 4097
     refused(node.post(miner, body), 413, "BODY_SIZE")
     # Chunked upload without a Content-Length is cut off while it streams.
-    from prism_challenge.intake.signing import sign_request
-
-    headers = sign_request(miner, netuid=NETUID, body=body, timestamp=node.clock()).as_http()
+    headers = node.sign(miner, body)
 
     def chunks():
         for start in range(0, len(body), 1000):
@@ -229,10 +301,15 @@ def test_garbage_body_is_422_wire(node, miner):
 def test_checks_run_in_the_documented_order(node, miner, stranger, make_bundle):
     # A stale request from an unregistered hotkey with a bad bundle: freshness answers first.
     bad = encode({"architecture.py": b"(", "training.py": b"x = 1\n"})
-    refused(node.post(stranger, bad, timestamp=node.clock() - 1000), 401, "STALE")
+    refused(node.post(stranger, bad, commit=False, timestamp=node.clock() - 1000), 401, "STALE")
     # Fresh and signed: membership comes before the bundle's validity.
-    refused(node.post(stranger, bad), 403, "NOT_REGISTERED")
-    refused(node.post(miner, bad), 422, "BUNDLE_SYNTAX")
+    refused(node.post(stranger, bad, commit=False), 403, "NOT_REGISTERED")
+    # The bundle's validity comes before its commitment (none was made here).
+    refused(node.post(miner, bad, commit=False), 422, "BUNDLE_SYNTAX")
+    # An uncommitted copy of another hotkey's bundle: the commitment is checked first.
+    original = make_bundle("first").to_wire()
+    assert node.post(miner, original).status_code == 201
+    refused(node.post(stranger, original, commit=False), 403, "NOT_REGISTERED")
 
 
 def test_nonces_are_pruned_after_their_window(node, miner, make_bundle):
@@ -261,7 +338,8 @@ def test_concurrent_repeats_store_one_row(node, miner, make_bundle):
 
 
 def test_status_reports_reason_attempts_and_score(node, miner, make_bundle):
-    with SubmissionClient(node.url, netuid=NETUID, signer=miner) as client:
+    node.commit(miner, make_bundle("scored").to_wire())
+    with SubmissionClient(node.url, signer=miner, receiver=node.hotkey) as client:
         sid = client.submit(make_bundle("scored")).id
         with node.store.session() as session:
             transition(session, sid, Status.QUEUED)
@@ -289,7 +367,7 @@ def test_unknown_submission_is_404_and_bad_id_is_422(node):
     refused(httpx.get(f"{node.url}/v1/submissions/999"), 404, "NOT_FOUND")
     refused(httpx.get(f"{node.url}/v1/submissions/abc"), 422, "REQUEST")
     refused(httpx.get(f"{node.url}/v1/nowhere"), 404, "NOT_FOUND")
-    with SubmissionClient(node.url, netuid=NETUID) as client, pytest.raises(SubmitError) as info:
+    with SubmissionClient(node.url) as client, pytest.raises(SubmitError) as info:
         client.status(999)
     assert (info.value.status, info.value.rule) == (404, "NOT_FOUND")
 
@@ -303,15 +381,17 @@ def test_health(node):
         "netuid": NETUID,
         "mode": "local",
         "block": BLOCK,
+        "hotkey": node.hotkey,
+        "stale": False,
     }
 
 
 def test_client_reports_refusals_by_rule(node, stranger, make_bundle):
-    with SubmissionClient(node.url, netuid=NETUID, signer=stranger) as client:
+    with SubmissionClient(node.url, signer=stranger) as client:
         with pytest.raises(SubmitError) as info:
             client.submit(make_bundle())
     assert (info.value.status, info.value.rule) == (403, "NOT_REGISTERED")
-    with SubmissionClient("http://127.0.0.1:9", netuid=NETUID, signer=stranger) as client:
+    with SubmissionClient("http://127.0.0.1:9", signer=stranger, receiver="x") as client:
         with pytest.raises(SubmitError) as info:
             client.submit(make_bundle())
     assert info.value.rule == "CONNECTION"
@@ -320,8 +400,8 @@ def test_client_reports_refusals_by_rule(node, stranger, make_bundle):
 def test_client_tolerates_a_node_without_a_brief(live_server, intake_app):
     # A node whose API has no program.md route (404) is not an error for the client.
     url = live_server(intake_app())
-    with SubmissionClient(url, netuid=NETUID) as client:
-        assert client.program_brief() is None
+    with SubmissionClient(url) as client:
+        assert client.program_brief() is None and client.program_json() is None
 
 
 def test_openapi_documents_the_routes(node):
@@ -332,31 +412,39 @@ def test_openapi_documents_the_routes(node):
 
 
 def test_bundles_are_parsed_only_for_requests_that_reach_the_bundle_check(
-    store, wallets, make_bundle, monkeypatch
+    store, wallets, make_bundle, monkeypatch, tmp_path
 ):
     # Anyone can make keys: a well-signed flood from unregistered or rate-limited hotkeys
-    # must not cost an ast.parse each. Counted on the real parser, through Intake itself.
+    # must not cost an ast.parse (nor a wait for a commitment) each. Counted on the real
+    # parser, through Intake itself.
+    from prism_challenge.chain.ledger import LocalLedger
     from prism_challenge.chain.metagraph import StaticMetagraph
+    from prism_challenge.chain.subnet import commitment_value
     from prism_challenge.config.settings import Settings
     from prism_challenge.intake.policy import IntakePolicy
     from prism_challenge.intake.service import Intake
-    from prism_challenge.intake.signing import sign_request
+    from prism_challenge.intake.signing import SUBMISSIONS_PATH, sign_submission
 
     calls = []
     real = Bundle.from_wire.__func__
     monkeypatch.setattr(
         Bundle, "from_wire", classmethod(lambda cls, d: calls.append(1) or real(cls, d))
     )
-    miner, stranger = wallets["miner"].hotkey, wallets["stranger"].hotkey
+    miner, stranger = wallets["miner"], wallets["stranger"]
     policy = IntakePolicy.from_settings(
         Settings(chain={"netuid": NETUID}, intake={"rate_limit_count": 1})
     )
-    intake = Intake(store, StaticMetagraph.of([miner.ss58_address]), policy)
+    metagraph = StaticMetagraph.of([miner.hotkey.ss58_address])
+    ledger = LocalLedger(tmp_path / "ledger.db", metagraph)
+    receiver = wallets["validator"].hotkey.ss58_address
+    intake = Intake(store, metagraph, policy, hotkey=receiver, subnet=ledger)
 
-    def send(signer, tag):
-        body = make_bundle(tag).to_wire()
-        headers = sign_request(signer, netuid=NETUID, body=body, timestamp=time.time())
-        return intake.submit(headers.as_http(), body)
+    def send(wallet, tag):
+        bundle = make_bundle(tag)
+        ledger.commit(wallet, commitment_value(wallet.hotkey.ss58_address, bundle.digest))
+        body = bundle.to_wire()
+        headers = sign_submission(wallet, body, receiver=receiver)
+        return intake.submit(headers, body, SUBMISSIONS_PATH)
 
     with pytest.raises(ApiError) as info:
         send(stranger, "s")

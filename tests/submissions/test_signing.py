@@ -1,77 +1,63 @@
-"""sr25519 request signing: bittensor wallets sign, substrate-interface verifies."""
+"""Submissions are signed with bittensor's http_auth (btauth/1): a wallet's hotkey signs,
+bittensor verifies, and every bound value (method, path, body, nonce, sender, receiver)
+breaks the signature when changed."""
 
 from __future__ import annotations
 
-import hashlib
+import time
 
 import pytest
-from substrateinterface import Keypair
+from bittensor import http_auth
 
-from prism_challenge.intake.signing import (
-    MalformedHeaders,
-    SignedHeaders,
-    canonical_message,
-    sign_request,
-    verify_signature,
-)
+from prism_challenge.intake.signing import HEADERS, SUBMISSIONS_PATH, sign_submission
 
 BODY = b"PRISM-BUNDLE/1\nsome body"
 
 
-def test_wallet_signature_verifies_with_substrate_interface_and_another_key_does_not(miner, rival):
-    signed = sign_request(miner, netuid=7, body=BODY, timestamp=1_700_000_000, nonce="n" * 32)
-    message = signed.message(BODY)
-    raw = bytes.fromhex(signed.signature.removeprefix("0x"))
-    assert Keypair(ss58_address=miner.ss58_address).verify(message, raw) is True
-    assert verify_signature(miner.ss58_address, message, signed.signature) is True
-    forged = "0x" + bytes(rival.sign(message)).hex()
-    assert verify_signature(miner.ss58_address, message, forged) is False
-    assert Keypair(ss58_address=rival.ss58_address).verify(message, raw) is False
+def verify(headers, body=BODY, *, path=SUBMISSIONS_PATH, method="POST", receiver, now=None):
+    return http_auth.verify(headers, body, method=method, path=path, self_hotkey_ss58=receiver,
+                            nonce_store=http_auth.InMemoryNonceStore(), now_ns=now)
 
 
-def test_every_bound_value_is_in_the_signed_message(miner):
-    signed = sign_request(miner, netuid=7, body=BODY, timestamp=1_700_000_000, nonce="n" * 32)
-    assert signed.message(BODY) == canonical_message(
-        netuid=7,
-        hotkey=miner.ss58_address,
-        nonce="n" * 32,
-        timestamp=1_700_000_000,
-        body_sha256=hashlib.sha256(BODY).hexdigest(),
-    )
-    base = signed.message(BODY)
-    variants = [
-        signed.message(BODY + b"x"),
-        SignedHeaders(**{**signed.__dict__, "netuid": 8}).message(BODY),
-        SignedHeaders(**{**signed.__dict__, "nonce": "m" * 32}).message(BODY),
-        SignedHeaders(**{**signed.__dict__, "timestamp": 1_700_000_001}).message(BODY),
-    ]
-    for message in variants:
-        assert message != base
-        assert verify_signature(miner.ss58_address, message, signed.signature) is False
+def test_a_wallet_signature_verifies_for_its_receiver_and_names_the_sender(wallets):
+    receiver = wallets["validator"].hotkey.ss58_address
+    headers = sign_submission(wallets["miner"], BODY, receiver=receiver)
+    assert set(HEADERS) <= set(headers)
+    caller = verify(headers, receiver=receiver)
+    assert caller.hotkey_ss58 == wallets["miner"].hotkey.ss58_address
+    assert abs(caller.nonce_ns - time.time_ns()) < 5e9
 
 
-@pytest.mark.parametrize(
-    "signature",
-    ["", "0x", "zz" * 64, "0x" + "00" * 64, "0x" + "ab" * 63, "0x" + "ab" * 65, "\u00e9" * 128],
-)
-def test_malformed_signatures_are_invalid_not_errors(miner, signature):
-    assert verify_signature(miner.ss58_address, b"message", signature) is False
+def test_every_bound_value_is_in_the_signed_payload(wallets):
+    miner, receiver = wallets["miner"], wallets["validator"].hotkey.ss58_address
+    headers = sign_submission(miner, BODY, receiver=receiver, nonce_ns=1_700_000_000_000_000_000)
+    payload = http_auth.build_payload(
+        scheme="sr25519", method="POST", path=SUBMISSIONS_PATH, body=BODY,
+        nonce_ns=1_700_000_000_000_000_000, sender_ss58=miner.hotkey.ss58_address,
+        receiver_ss58=receiver)
+    signature = bytes.fromhex(headers["X-Bittensor-Signature"].removeprefix("0x"))
+    assert miner.hotkey.verify(payload, signature)
+    now = 1_700_000_000_000_000_000
+    with pytest.raises(http_auth.BadSignature):
+        verify(headers, BODY + b"x", receiver=receiver, now=now)
+    with pytest.raises(http_auth.BadSignature):
+        verify(headers, path="/v1/submissions?x=1", receiver=receiver, now=now)
+    with pytest.raises(http_auth.BadSignature):
+        verify(headers, method="PUT", receiver=receiver, now=now)
+    with pytest.raises(http_auth.BadSignature):
+        verify({**headers, "X-Bittensor-Nonce": str(now + 1)}, receiver=receiver, now=now)
 
 
-def test_headers_round_trip_and_refuse_bad_shapes(miner):
-    signed = sign_request(miner, netuid=3, body=BODY, timestamp=1_700_000_000)
-    assert SignedHeaders.parse(signed.as_http()) == signed
-    assert len(signed.nonce) == 32
-    for header, value in [
-        ("X-Prism-Hotkey", "not-an-address"),
-        ("X-Prism-Timestamp", "soon"),
-        ("X-Prism-Netuid", "-1"),
-        ("X-Prism-Nonce", "short"),
-        ("X-Prism-Nonce", "x" * 20 + "!"),
-    ]:
-        with pytest.raises(MalformedHeaders, match=header):
-            SignedHeaders.parse({**signed.as_http(), header: value})
-    missing = signed.as_http()
-    del missing["X-Prism-Signature"]
-    with pytest.raises(MalformedHeaders, match="X-Prism-Signature header is missing"):
-        SignedHeaders.parse(missing)
+def test_a_signature_for_one_validator_is_refused_by_another(wallets):
+    headers = sign_submission(wallets["miner"], BODY,
+                              receiver=wallets["validator"].hotkey.ss58_address)
+    with pytest.raises(http_auth.WrongReceiver):
+        verify(headers, receiver=wallets["rival"].hotkey.ss58_address)
+
+
+def test_another_keys_signature_is_refused(wallets):
+    receiver = wallets["validator"].hotkey.ss58_address
+    forged = sign_submission(wallets["rival"], BODY, receiver=receiver)
+    forged["X-Bittensor-Hotkey"] = wallets["miner"].hotkey.ss58_address
+    with pytest.raises(http_auth.BadSignature):
+        verify(forged, receiver=receiver)

@@ -19,28 +19,28 @@ ROOT = Path(__file__).resolve().parents[2]
 NETUID = 7
 
 
-def wallet_args(wallet) -> list[str]:
-    return [
-        "--wallet.name",
-        wallet.name,
-        "--wallet.hotkey",
-        wallet.hotkey_str,
-        "--wallet.path",
-        wallet.path,
-    ]
+def wallet_args(wallet, *, dotted: bool = False) -> list[str]:
+    """btcli 11's flags, or (dotted) the bittensor 10 names they keep as aliases."""
+    names = (("--wallet.name", "--wallet.hotkey", "--wallet.path") if dotted
+             else ("--wallet", "--wallet-hotkey", "--wallet-path"))
+    return [names[0], wallet.name, names[1], wallet.hotkey_str, names[2], wallet.path]
 
 
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PRISM_")}
+def clean_env(ledger: Path | None = None) -> dict[str, str]:
+    """The environment without a developer's PRISM_*; the node's ledger when given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRISM_")}
+    if ledger is not None:
+        env["PRISM_CHAIN__LOCAL_LEDGER"] = str(ledger)
+    return env
 
 
-def prism(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def prism(*args: str, ledger: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "prism_challenge.cli", "submit", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=clean_env(),
+        env=clean_env(ledger),
         cwd=ROOT,
     )
 
@@ -53,28 +53,34 @@ def submission_rows(store) -> list[Submission]:
 def test_prism_submit_end_to_end(node, wallets, bundle_dir):
     path = bundle_dir("cli")
     done = prism(
-        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"]),
+        ledger=node.ledger.path,
     )
     assert done.returncode == 0, done.stderr
+    assert re.search(r"bundle \w{16} committed at block 1 \(prism1:\w{64}\)", done.stdout)
     sid = int(re.search(r"accepted as submission (\d+)", done.stdout).group(1))
     (row,) = submission_rows(node.store)
-    assert (row.id, row.hotkey, row.status) == (
+    assert (row.id, row.hotkey, row.status, row.block) == (
         sid,
         wallets["miner"].hotkey.ss58_address,
         "received",
+        1,
     )
     again = prism(
-        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+        str(path), "--url", node.url, "--netuid", str(NETUID),
+        *wallet_args(wallets["miner"], dotted=True), ledger=node.ledger.path,
     )
     assert again.returncode == 0, again.stderr
+    assert "already committed at block 1" in again.stdout  # no second commitment
     assert f"already submitted as submission {sid}" in again.stdout
+    assert node.ledger.block == 1
 
 
 def test_scripts_submit_is_the_same_command(node, wallets, bundle_dir):
     done = subprocess.run(
         [sys.executable, "scripts/submit.py", str(bundle_dir("script")), "--url", node.url,
          "--netuid", str(NETUID), *wallet_args(wallets["rival"])],
-        capture_output=True, text=True, timeout=60, env=clean_env(), cwd=ROOT,
+        capture_output=True, text=True, timeout=60, env=clean_env(node.ledger.path), cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert re.search(r"accepted as submission \d+", done.stdout)
@@ -85,31 +91,42 @@ def test_bad_bundle_fails_before_upload(node, wallets, bundle_dir):
     path = bundle_dir("bad")
     (path / "training.py").write_text("def train(ctx:\n")
     done = prism(
-        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"])
+        str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"]),
+        ledger=node.ledger.path,
     )
     assert done.returncode == 2
     assert "BUNDLE_SYNTAX" in done.stderr and "training.py" in done.stderr
     assert node.counts() == (0, 0)
+    assert node.ledger.block == 0  # nothing committed for a bundle that cannot be accepted
 
 
 def test_missing_wallet_is_a_clear_error(node, wallets, bundle_dir, tmp_path):
-    args = ["--wallet.name", "nobody", "--wallet.hotkey", "default", "--wallet.path", str(tmp_path)]
-    done = prism(str(bundle_dir()), "--url", node.url, *args)
+    args = ["--wallet", "nobody", "--wallet-hotkey", "default", "--wallet-path", str(tmp_path)]
+    done = prism(str(bundle_dir()), "--url", node.url, *args, ledger=node.ledger.path)
     assert done.returncode == 2
     assert "no hotkey 'default' in wallet 'nobody'" in " ".join(done.stderr.split())
 
 
 def test_refusal_is_printed_with_its_rule(node, wallets, bundle_dir):
     done = prism(
-        str(bundle_dir()), "--url", node.url, "--netuid", "99", *wallet_args(wallets["miner"])
+        str(bundle_dir()), "--url", node.url, "--netuid", str(NETUID),
+        *wallet_args(wallets["stranger"]), ledger=node.ledger.path,
     )
     assert done.returncode == 1
-    assert "401 NETUID" in done.stderr
+    assert f"{node.url}: refused: 403 NOT_REGISTERED" in " ".join(done.stderr.split())
     assert node.counts() == (0, 0)
 
 
+def test_without_url_and_no_published_validator_it_says_so(node, wallets, bundle_dir):
+    done = prism(str(bundle_dir()), "--netuid", str(NETUID), *wallet_args(wallets["miner"]),
+                 ledger=node.ledger.path)
+    assert done.returncode == 1
+    assert "no validator on netuid 7 has a permit and a published address" in " ".join(
+        done.stderr.split())
+
+
 def test_wait_follows_to_the_score_and_shows_the_brief(
-    store, live_server, intake_app, wallets, bundle_dir
+    store, live_server, intake_app, wallets, bundle_dir, tmp_path
 ):
     brief = ("/v1/program.md", lambda: PlainTextResponse("# Brief\nTry deeper models."))
     url = live_server(intake_app([brief]))
@@ -117,7 +134,7 @@ def test_wait_follows_to_the_score_and_shows_the_brief(
            "--url", url, "--netuid", str(NETUID), "--wait", "--poll", "0.1",
            *wallet_args(wallets["miner"])]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=clean_env(), cwd=ROOT)  # fmt: skip
+                            env=clean_env(tmp_path / "ledger.db"), cwd=ROOT)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while not submission_rows(store) and time.monotonic() < deadline:
@@ -150,7 +167,7 @@ def test_wait_exits_1_when_rejected(node, wallets, bundle_dir):
            "--url", node.url, "--netuid", str(NETUID), "--wait", "--poll", "0.1",
            *wallet_args(wallets["miner"])]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=clean_env(), cwd=ROOT)  # fmt: skip
+                            env=clean_env(node.ledger.path), cwd=ROOT)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while not submission_rows(node.store) and time.monotonic() < deadline:

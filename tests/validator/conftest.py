@@ -10,8 +10,16 @@ import yaml
 
 @pytest.fixture
 def tiny_config(tmp_path, prepared_data):
+    """The node is wallet "validator" under tmp_path/wallets; its chain is a local ledger."""
+    from prism_challenge.validator.demo import make_wallets
+
+    make_wallets(tmp_path / "wallets", ["validator"])
+
     def write(**sections) -> Path:
         doc = {
+            "wallet": {"name": "validator", "hotkey": "default",
+                       "path": str(tmp_path / "wallets")},
+            "chain": {"local_ledger": str(tmp_path / "local-chain.db")},
             "data": {"root": str(prepared_data)},
             "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
             "scoring": {"heldout_positions": 256, "heldout_twin_positions": 64,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from validator_kit import ROOT, TINY
+from validator_kit import ROOT, TINY, wait_for
 
 from prism_challenge.validator.demo import free_port, make_wallets
 
@@ -22,16 +22,6 @@ CLI = [sys.executable, "-m", "prism_challenge.cli"]
 def _start(config: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([*CLI, "validator", "--config", str(config)], cwd=ROOT,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _status(url: str, sid: int) -> str | None:
@@ -57,16 +47,16 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "validator.log"
     first = _start(config, log)
-    _wait(lambda: _health(url), 120, "the API")
+    wait_for(lambda: _health(url), 120, "the API")
     sub = subprocess.run([*CLI, "submit", str(slow), "--url", url, "--wallet.name", "miner",
                           "--wallet.path", str(tmp_path / "wallets"), "--config", str(config)],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert sub.returncode == 0, sub.stderr
     sid = int(sub.stdout.split("submission ")[1].split()[0])
-    _wait(lambda: _status(url, sid) == "running", 120, "running")
-    sock = _wait(lambda: next((work / "runs").glob("*/sock/feeder.sock"), None), 60, "feeder")
+    wait_for(lambda: _status(url, sid) == "running", 120, "running")
+    sock = wait_for(lambda: next((work / "runs").glob("*/sock/feeder.sock"), None), 60, "feeder")
     # wait until batches flow (the training sandbox is up), then kill everything hard
-    _wait(lambda: (sock.parent.parent / "scratch" / "snapshots").is_dir(), 60, "training")
+    wait_for(lambda: (sock.parent.parent / "scratch" / "snapshots").is_dir(), 60, "training")
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
     db = sqlite3.connect(work / "prism.db")
@@ -76,7 +66,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
 
     second = _start(config, log)
     try:
-        _wait(lambda: _status(url, sid) == "scored", 240, "scored after restart")
+        wait_for(lambda: _status(url, sid) == "scored", 240, "scored after restart")
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(60) == 0
@@ -86,8 +76,10 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
                       ).fetchone() == (1,)
     assert db.execute("select attempt from run_records where submission_id=?", (sid,)
                       ).fetchall() == [(2,)]
-    text = log.read_text()
-    assert "1 submissions resumed" in text
+    # not on a terminal: one JSON object a line (the default --log-format auto)
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert any(ln["logger"] == "prism.validator" and ln["level"] == "info"
+               and "1 submissions resumed" in ln["msg"] for ln in lines)
 
 
 def _health(url: str) -> bool:

@@ -7,11 +7,13 @@ import time
 
 import pytest
 from fixture_bundles import bundle as sandbox_bundle
+from fixture_bundles import queue_bundle
+from sqlalchemy import select
 from validator_kit import TINY
 
-from prism_challenge.bundle import Bundle
 from prism_challenge.config import Settings
 from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.sandbox.record import RunRecord as Record
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard
 from prism_challenge.storage import Status, transition
@@ -36,15 +38,7 @@ def _queued(store, tag: str = "", files: dict[str, bytes] | None = None) -> int:
     files = dict(files or {n: (TINY / n).read_bytes() for n in ("architecture.py",
                                                                  "training.py")})
     files["training.py"] += f"# {tag}\n".encode()
-    bundle = Bundle(files)
-    with store.session() as s:
-        row = Submission(digest=bundle.digest, hotkey="hk" + tag, status="received",
-                         accepted_at=time.time(), updated_at=time.time(),
-                         bundle=bundle.to_wire())
-        s.add(row)
-        s.flush()
-        transition(s, row.id, Status.QUEUED)
-        return row.id
+    return queue_bundle(store, files, "hk" + tag)
 
 
 def _row(store, sid):
@@ -100,7 +94,8 @@ def test_shutdown_cancels_the_run_and_requeues(store, tmp_path, prepared_data):
 
 
 @pytest.mark.parametrize("attempts, expected", [(1, "queued"), (3, "failed")])
-def test_recovery_requeues_or_fails_interrupted_runs(store, attempts, expected):
+def test_recovery_requeues_or_fails_interrupted_runs(any_store, attempts, expected):
+    store = any_store
     sid = _queued(store)
     with store.session() as s:
         for _ in range(attempts):
@@ -120,7 +115,8 @@ def _verification(store, sid):
 
 def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_data):
     """Honest run: scored, queued for replay as the would-be leader, replayed, leads. A
-    stealthy peeker that beats it: scored eligible, replayed, fails, never leads."""
+    stealthy peeker that beats it: scored eligible, replayed, fails, never leads. Then a
+    collapsed model is stopped early against that leader: censored, never a contender."""
     settings = _settings(tmp_path)
     runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
     worker = EvaluationWorker(settings, store, runner, registry=None)
@@ -145,9 +141,31 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
         board = load_leaderboard(s, settings.scoring)
     assert board.leader.submission_id == honest
     assert cheat not in [x.entry.submission_id for x in board.standings]
+    assert _record(store, cheat).stopped_early is None  # judged against the leader, kept
+
+    hopeless = _queued(store, "hopeless", files=sandbox_bundle("constant", CONFIDENCE="30"))
+    assert worker.run_once() == hopeless
+    record = _record(store, hopeless)
+    stop = record.stopped_early
+    assert (stop.checkpoint, stop.position, stop.leader_submission) == (20 / 96, 24, honest)
+    assert record.consumed.rows == 24 and "stopped early at 21%" in record.exit_detail
+    assert stop.bound_bpb > stop.target_bpb
+    with store.session() as s:
+        assert s.get(Score, hopeless).detail["censored"] and s.get(Score, hopeless).eligible
+        assert s.get(Verification, hopeless) is None  # never a contender
+        board = load_leaderboard(s, settings.scoring)
+    assert board.leader.submission_id == honest
+    assert [e.submission_id for e in board.censored] == [hopeless]
 
 
-def test_recovery_requeues_interrupted_replays(store):
+def _record(store, sid) -> Record:
+    with store.session() as s:
+        row = s.scalars(select(RunRecord).where(RunRecord.submission_id == sid)).one()
+        return Record.model_validate(row.record)
+
+
+def test_recovery_requeues_interrupted_replays(any_store):
+    store = any_store
     sid = _queued(store)
     with store.session() as s:
         s.add(Verification(submission_id=sid, status="running", attempts=1, created_at=0.0,
@@ -159,3 +177,50 @@ def test_recovery_requeues_interrupted_replays(store):
     with store.session() as s:
         assert verification_jobs.retry_or_fail(s, sid, "infra: x", 2) == "failed"
     assert "could not be completed" in _verification(store, sid)[2]
+
+
+def _scored(store, tag: str) -> int:
+    sid = _queued(store, tag)
+    with store.session() as s:
+        transition(s, sid, Status.RUNNING)
+        s.add(Score(submission_id=sid, bpb=1.0, heldout_delta=0.0, eligible=True,
+                    corpus="demo", detail={}, created_at=time.time()))
+        transition(s, sid, Status.SCORED)
+    return sid
+
+
+def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
+    """Two writers queue contenders at once (a worker and the epoch loop): the second waits
+    and queues nothing twice. Two workers then claim together: each replay goes to one."""
+    store = any_store
+    settings = _settings(tmp_path, slots=8)
+    sids = sorted(_scored(store, f"c{i}") for i in range(6))
+    first = store._sessions()
+    assert sorted(verification_jobs.queue_contenders(first, settings)) == sids
+    second: dict[str, list[int]] = {}
+
+    def queue_again() -> None:
+        with store.session() as s:
+            second["queued"] = verification_jobs.queue_contenders(s, settings)
+
+    racer = threading.Thread(target=queue_again)
+    racer.start()
+    racer.join(0.5)
+    assert racer.is_alive()  # waits for the first writer instead of reading past it
+    first.commit()
+    first.close()
+    racer.join(30)
+    assert second == {"queued": []}
+    claimed: list[list[int]] = [[], []]
+
+    def drain(mine: list[int]) -> None:
+        while (sid := verification_jobs.claim(store)) is not None:
+            mine.append(sid)
+
+    workers = [threading.Thread(target=drain, args=(c,)) for c in claimed]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    assert sorted(claimed[0] + claimed[1]) == sids
+    assert {_verification(store, sid)[:2] for sid in sids} == {("running", 1)}

@@ -8,15 +8,26 @@ from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.weights import build_plan, split_payout
 
 
-def test_winner_takes_all_by_default(hk):
+def test_winner_takes_all_when_configured(hk):
     mg = StaticMetagraph.of([hk[0], hk[1], hk[2]], block=77)
-    plan = build_plan([entry(1, hk[1], 2.0), entry(2, hk[2], 1.0)], mg, make_settings())
+    plan = build_plan([entry(1, hk[1], 2.0), entry(2, hk[2], 1.0)], mg,
+                      make_settings(winner_share=1.0, research_share=0.0))
     assert (plan.uids, plan.weights_u16) == ([2], [65535])
     assert plan.block == 77 and plan.corpus == "demo" and plan.dry_run is True
     assert plan.leader.submission_id == 2
     [row] = plan.rows
     assert (row.uid, row.hotkey, row.share, row.bpb) == (2, hk[2], 1.0, 1.0)
     assert row.reasons == ["leader: submission 2 bpb 1.000000 on demo"]
+
+
+def test_by_default_a_tenth_goes_to_research_and_is_burned_without_credit(hk):
+    mg = StaticMetagraph.of([hk[0], hk[1], hk[2]])
+    plan = build_plan([entry(2, hk[2], 1.0)], mg, make_settings())
+    # 0.1 / 0.9 * 65535 = 7281.67 -> 7282 to the burn uid 0, 65535 to the leader
+    assert (plan.uids, plan.weights_u16) == ([0, 2], [7282, 65535])
+    assert plan.rows[0].reasons == ["burn: unassigned share 0.1"]
+    paid = build_plan([entry(2, hk[2], 1.0)], mg, make_settings(), research_credit={hk[1]: 1})
+    assert [(r.uid, r.share) for r in paid.rows] == [(1, pytest.approx(0.1)), (2, 0.9)]
 
 
 def test_research_share_and_u16_match_bittensor_normalize(hk):
@@ -51,7 +62,7 @@ def test_nothing_eligible_burns_everything(hk):
 def test_deregistered_leader_is_excluded_and_the_lead_passes_on(hk):
     entries = [entry(1, hk[1], 2.0), entry(2, hk[2], 1.0), entry(3, hk[3], 1.5)]
     mg = StaticMetagraph.of([hk[0], hk[1], hk[3]])  # hk[2] deregistered
-    plan = build_plan(entries, mg, make_settings())
+    plan = build_plan(entries, mg, make_settings(winner_share=1.0, research_share=0.0))
     assert plan.leader.hotkey == hk[3]
     assert (plan.uids, plan.weights_u16) == ([2], [65535])
     assert [(x.hotkey, x.reason.split(" (")[0]) for x in plan.excluded] == [

@@ -34,7 +34,8 @@ def test_leaderboard_and_weights_over_http(store):
     _score(store, 1, HOTKEYS[1], 2.0)
     _score(store, 2, HOTKEYS[2], 1.0, reviewed="unreviewed")
     _score(store, 3, HOTKEYS[5], 0.5, corpus="fineweb-edu")
-    with _serve(store, Settings()) as server:
+    winner_only = Settings(weights={"winner_share": 1.0, "research_share": 0.0})
+    with _serve(store, winner_only) as server:
         board = httpx.get(f"{server.url}/v1/leaderboard", params={"corpus": "demo"}).json()
         plan = httpx.get(f"{server.url}/v1/weights", params={"corpus": "demo"}).json()
         latest = httpx.get(f"{server.url}/v1/weights").json()

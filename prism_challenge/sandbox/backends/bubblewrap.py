@@ -35,6 +35,10 @@ def runtime_mounts() -> tuple[Mount, ...]:
 
     paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
              Path(prism_challenge.__file__).resolve().parent}
+    # Package folders outside the prefix that this interpreter imports from (a `.pth` line,
+    # a user site): the sandboxed interpreter reads the same `.pth` files and needs them too.
+    paths |= {Path(p).resolve() for p in sys.path
+              if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()}
     # System libraries that the interpreter and torch link against.
     paths |= {p for p in (Path("/usr"), Path("/etc/ld.so.cache"), Path("/etc/alternatives"))
               if p.exists()}

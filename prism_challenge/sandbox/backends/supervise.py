@@ -196,10 +196,16 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
     return SandboxResult(cause, code, wall, output, tail.total, peak or None, detail, limits_hit)
 
 
+# A peak this close to the run's own limit is the run's doing, even where the kernel's limit
+# counters stay at 0 (some cgroup v1 hosts never count a hit that ended in an OOM kill).
+OWN_LIMIT_FRACTION = 0.9
+
+
 def _oom_cause(cgroup: Cgroup, limits: Limits) -> tuple[ExitCause, str]:
-    """An OOM kill in a cgroup that never reached its own limit came from the host's OOM
+    """An OOM kill in a cgroup that never came near its own limit came from the host's OOM
     killer: the host ran out of memory, not the run."""
-    if cgroup.memory_limit_hits() == 0:
+    peak = cgroup.peak_memory() or 0
+    if cgroup.memory_limit_hits() == 0 and peak < OWN_LIMIT_FRACTION * limits.memory_bytes:
         return "host_memory", (f"killed by the host's OOM killer while under its own limit "
                                f"of {limits.memory_bytes} bytes")
     return "memory", f"memory limit of {limits.memory_bytes} bytes reached"

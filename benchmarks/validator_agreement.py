@@ -1,0 +1,226 @@
+"""Do N validators set the same weights? A simulated subnet over the real ranking code.
+
+A stream of submissions is generated once per seed: honest designs around a slowly
+improving frontier, near-copies of the current leader that slip past the duplicate gate
+(a tweak that may improve it a little), near-copies the gate catches, and copies that race
+an original submitted in the same epoch (a leaky validator). Each validator then:
+
+- receives every submission of an epoch in its own random order (arrival order), scores
+  it after its own 0..`--max-delay` epochs, and measures its bpb and held-out delta with
+  independent noise of `--noise` (relative, e.g. 0.002 = 0.2% of bpb, the spread of two
+  GPU runs);
+- gates near-copies in its gating order: by commitment block (`--precedence block`, this
+  code) or by arrival (`--precedence arrival`, the rule before commitments), the copy of a
+  standing bundle being refused;
+- every epoch builds its weights with the real `build_plan` (epsilon grid, dethrone margin,
+  payout split) over what it has scored.
+
+Printed per configuration: the fraction of epochs in which all validators pick the same
+leader, and the mean pairwise cosine of their weight vectors. With `--sweep` it tries a
+grid of dethrone margins and epsilons for both precedence rules, then repeats the
+configured one (`scoring.dethrone_margin`, `scoring.epsilon_bpb` unless given) last.
+
+    .venv/bin/python benchmarks/validator_agreement.py                 # ~1 min
+    .venv/bin/python benchmarks/validator_agreement.py --sweep --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.leaderboard import Entry
+from prism_challenge.weights.plan import build_plan
+
+BASE_BPB = 1.10  # a FineWeb-Edu bpb scale (absolute epsilon matters against it)
+
+
+@dataclass(frozen=True)
+class Sub:
+    index: int  # commitment order: the block
+    epoch: int  # the epoch it was committed and uploaded in
+    miner: int  # uid
+    true_bpb: float
+    true_delta: float
+    copy_of: int | None  # caught by the duplicate gate as a near-copy of this submission
+
+
+def world(rng: random.Random, *, epochs: int, miners: int, rate: float) -> list[Sub]:
+    """One submission stream. uid 0 is the burn uid; copiers are the last quarter."""
+    subs: list[Sub] = []
+    frontier = BASE_BPB
+    honest = list(range(1, miners - miners // 4))
+    copiers = list(range(miners - miners // 4, miners))
+    for epoch in range(epochs):
+        for _ in range(_poisson(rng, rate)):
+            kind = rng.random()
+            standing = [s for s in subs if s.copy_of is None]
+            leader = min(standing, key=lambda s: s.true_bpb, default=None)
+            same_epoch = [s for s in standing if s.epoch == epoch]
+            if leader is None or kind < 0.65:  # an honest design near the frontier
+                bpb = frontier * (1 + rng.gauss(0.012, 0.012))
+                frontier = min(frontier, bpb)
+                subs.append(Sub(len(subs), epoch, rng.choice(honest), bpb,
+                                rng.uniform(0.3, 0.6), None))
+            elif kind < 0.80:  # a tweaked copy of the leader the gate does not catch
+                bpb = leader.true_bpb * (1 - rng.uniform(0.0, 0.004))
+                subs.append(Sub(len(subs), epoch, rng.choice(copiers), bpb,
+                                leader.true_delta, None))
+            else:  # a near-copy the gate catches; sometimes racing a same-epoch original
+                source = rng.choice(same_epoch) if same_epoch and kind < 0.90 else leader
+                subs.append(Sub(len(subs), epoch, rng.choice(copiers),
+                                source.true_bpb * (1 + rng.gauss(0, 0.0005)),
+                                source.true_delta, source.index))
+    return subs
+
+
+def _poisson(rng: random.Random, lam: float) -> int:
+    k, p, limit = 0, 1.0, math.exp(-lam)
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+class Validator:
+    def __init__(self, rng: random.Random, subs: list[Sub], *, noise: float, max_delay: int,
+                 precedence: str) -> None:
+        self.precedence = precedence
+        by_epoch: dict[int, list[Sub]] = {}
+        for s in subs:
+            by_epoch.setdefault(s.epoch, []).append(s)
+        self.arrival: dict[int, float] = {}  # index -> accepted_at on this validator
+        for epoch, group in by_epoch.items():
+            order = group[:]
+            rng.shuffle(order)
+            for pos, s in enumerate(order):
+                self.arrival[s.index] = epoch + pos / (len(order) + 1)
+        self.scored_at = {s.index: s.epoch + rng.randint(0, max_delay) for s in subs}
+        self.measured = {s.index: (s.true_bpb * (1 + rng.gauss(0, noise)),
+                                   s.true_delta + rng.gauss(0, 10 * noise)) for s in subs}
+        self.rejected = self._gate(subs)
+
+    def _gate(self, subs: list[Sub]) -> set[int]:
+        """Near-copies: whichever of (copy, source) is gated first stands."""
+        key = ((lambda s: s.index) if self.precedence == "block"
+               else (lambda s: self.arrival[s.index]))
+        standing: set[int] = set()
+        rejected: set[int] = set()
+        for s in sorted(subs, key=key):
+            if s.copy_of is not None and s.copy_of in standing:
+                rejected.add(s.index)
+            elif s.copy_of is None and any(c.copy_of == s.index and c.index in standing
+                                           for c in subs):
+                rejected.add(s.index)  # its copy got here first and stands in its place
+            else:
+                standing.add(s.index)
+        return rejected
+
+    def entries(self, subs: list[Sub], epoch: int) -> list[Entry]:
+        out = []
+        for s in subs:
+            if self.scored_at[s.index] > epoch or s.index in self.rejected:
+                continue
+            bpb, delta = self.measured[s.index]
+            by_block = self.precedence == "block"
+            out.append(Entry(
+                submission_id=s.index + 1, hotkey=f"hk{s.miner}", digest=f"{s.index:064x}",
+                accepted_at=self.arrival[s.index], block=s.index if by_block else None,
+                uid=s.miner if by_block else None, bpb=bpb, heldout_delta=delta,
+                eligible=True, corpus="fineweb", scored_at=float(self.scored_at[s.index])))
+        return out
+
+
+def cosine(a: dict[int, int], b: dict[int, int]) -> float:
+    dot = sum(v * b.get(u, 0) for u, v in a.items())
+    na = math.sqrt(sum(v * v for v in a.values()))
+    nb = math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else float(na == nb)
+
+
+def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
+        ) -> tuple[float, float]:
+    rng = random.Random(seed)
+    subs = world(rng, epochs=args.epochs, miners=args.miners, rate=args.rate)
+    validators = [Validator(random.Random(seed * 1000 + v), subs, noise=args.noise,
+                            max_delay=args.max_delay, precedence=precedence)
+                  for v in range(args.validators)]
+    settings = Settings(scoring={"epsilon_bpb": epsilon, "dethrone_margin": margin},
+                        weights={"winner_share": args.winner_share,
+                                 "research_share": 0.0})
+    metagraph = StaticMetagraph.of([f"hk{u}" for u in range(args.miners)])
+    same, cosines, counted = 0, [], 0
+    for epoch in range(args.warmup, args.epochs):
+        plans = [build_plan(v.entries(subs, epoch), metagraph, settings) for v in validators]
+        leaders = {None if p.leader is None else p.leader.hotkey for p in plans}
+        vectors = [dict(zip(p.uids, p.weights_u16, strict=True)) for p in plans]
+        same += len(leaders) == 1
+        cosines += [cosine(a, b) for a, b in itertools.combinations(vectors, 2)]
+        counted += 1
+    return same / counted, statistics.fmean(cosines)
+
+
+def evaluate(args, *, margin: float, epsilon: float, precedence: str) -> tuple[float, float]:
+    results = [run(seed, args, margin=margin, epsilon=epsilon, precedence=precedence)
+               for seed in range(args.seeds)]
+    return (statistics.fmean(r[0] for r in results), statistics.fmean(r[1] for r in results))
+
+
+def main() -> None:
+    defaults = Settings().scoring
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--validators", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=5, help="epochs not counted")
+    parser.add_argument("--miners", type=int, default=24)
+    parser.add_argument("--rate", type=float, default=0.6, help="submissions per epoch")
+    parser.add_argument("--noise", type=float, default=0.002, help="relative bpb noise")
+    parser.add_argument("--max-delay", type=int, default=0,
+                        help="epochs a validator may lag behind another in scoring")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--winner-share", type=float, default=1.0)
+    parser.add_argument("--margin", type=float, default=defaults.dethrone_margin)
+    parser.add_argument("--epsilon", type=float, default=defaults.epsilon_bpb)
+    parser.add_argument("--precedence", choices=["block", "arrival"], default="block")
+    parser.add_argument("--sweep", action="store_true",
+                        help="try every combination of the lists below first")
+    parser.add_argument("--sweep-precedence", default="arrival,block")
+    parser.add_argument("--sweep-epsilon", default="0,0.001,0.005")
+    parser.add_argument("--sweep-margin", default="0,0.0025,0.005,0.01,0.02")
+    parser.add_argument("--sweep-noise", default=None, help="default: --noise")
+    args = parser.parse_args()
+    if args.validators < 2:
+        parser.error("--validators must be at least 2")
+    started = time.perf_counter()
+    print(f"{args.validators} validators, {args.epochs} epochs x {args.seeds} seeds, "
+          f"{args.rate:g} submissions/epoch, noise {args.noise:.2%} of bpb, scoring delay "
+          f"0..{args.max_delay} epochs, winner share {args.winner_share:g}")
+    if args.sweep:
+        print(f"{'noise':>6} {'precedence':>10} {'epsilon':>8} {'margin':>7} "
+              f"{'same leader':>12} {'cosine':>7}")
+        noises = [float(x) for x in (args.sweep_noise or str(args.noise)).split(",")]
+        for noise, precedence, epsilon, margin in itertools.product(
+                noises, args.sweep_precedence.split(","),
+                [float(x) for x in args.sweep_epsilon.split(",")],
+                [float(x) for x in args.sweep_margin.split(",")]):
+            same, cos = evaluate(argparse.Namespace(**{**vars(args), "noise": noise}),
+                                 margin=margin, epsilon=epsilon, precedence=precedence)
+            print(f"{noise:>6g} {precedence:>10} {epsilon:>8g} {margin:>7g} {same:>11.1%} "
+                  f"{cos:>7.3f}", flush=True)
+    same, cos = evaluate(args, margin=args.margin, epsilon=args.epsilon,
+                         precedence=args.precedence)
+    print(f"configured: precedence {args.precedence}, epsilon {args.epsilon:g}, dethrone "
+          f"margin {args.margin:g} ({time.perf_counter() - started:.0f} s)")
+    print(f"agreement: same leader {same:.1%} of epochs, weight cosine {cos:.3f}")
+
+
+if __name__ == "__main__":
+    main()

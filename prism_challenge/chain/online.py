@@ -1,0 +1,97 @@
+"""The `Subnet` of a live chain: commitments and validator addresses through `ChainClient`.
+
+Commitments are read for the whole subnet at once (`subnets.commitments`) and reused for
+`min_read_interval_s`, so a burst of uploads costs one chain read, not one per request.
+The intake address is published with `ServeAxon` only when it differs from the one on
+chain, and only once the subnet's serving rate limit allows it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import bittensor
+
+from prism_challenge.chain.metagraph import LiveMetagraph
+from prism_challenge.chain.subnet import Commitment, Endpoint
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
+
+log = logging.getLogger("prism.chain")
+
+
+def axon_address(host: str, port: int) -> str:
+    """How the metagraph writes an axon: `ip:port`, `[ipv6]:port`."""
+    ip = ipaddress.ip_address(host)
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+class OnlineSubnet:
+    def __init__(self, client: ChainClient, metagraph: LiveMetagraph, *,
+                 min_read_interval_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.metagraph = metagraph
+        self.min_read_interval_s = min_read_interval_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._commitments: dict[str, bittensor.NeuronCommitment] = {}
+        self._published: str | None = None
+
+    def _current(self) -> dict[str, bittensor.NeuronCommitment]:
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.min_read_interval_s:
+                try:
+                    self._commitments = self.client.commitments()
+                    self._read_at = now
+                except ChainUnavailable:
+                    if self._read_at is None:
+                        raise
+                    log.warning("commitments: chain unreachable, using the last read")
+            return self._commitments
+
+    def latest_commitment(self, hotkey: str) -> Commitment | None:
+        seen = self._current().get(hotkey)
+        if seen is None or not seen.is_revealed or seen.value is None:
+            return None
+        return Commitment(hotkey, seen.value, seen.block, seen.uid)
+
+    def commit(self, wallet: bittensor.Wallet, value: str) -> Commitment:
+        hotkey = wallet.hotkey.ss58_address
+        self.client.set_commitment(wallet, value)
+        with self._lock:
+            self._read_at = None  # read it back from the chain, never trust the write
+        seen = self.latest_commitment(hotkey)
+        if seen is None or seen.value != value:
+            raise ChainUnavailable(
+                f"the commitment of {hotkey} was sent but is not visible on chain yet")
+        return seen
+
+    def validators(self) -> list[Endpoint]:
+        return [Endpoint(n.hotkey, f"http://{n.axon}") for n in self.metagraph.neurons
+                if n.validator_permit and n.axon]
+
+    def serve(self, wallet: bittensor.Wallet, host: str, port: int) -> str:
+        hotkey, address = wallet.hotkey.ss58_address, axon_address(host, port)
+        neuron = self.metagraph.neuron(hotkey)
+        if neuron is None:
+            return f"not published: {hotkey} is not registered on netuid {self.client.netuid}"
+        if address in (neuron.axon, self._published):
+            return f"{address} already published"
+        rules = self.client.serving_rules(hotkey)
+        if rules.last_served is not None and rules.block - rules.last_served < rules.rate_limit:
+            wait = rules.rate_limit - (rules.block - rules.last_served)
+            return f"not yet: the serving rate limit allows {address} in {wait} blocks"
+        try:
+            self.client.serve_axon(wallet, str(ipaddress.ip_address(host)), port)
+        except bittensor.ChainError as exc:
+            if exc.code == bittensor.ErrorCode.RATE_LIMITED:
+                return f"not yet: {exc.message}"
+            raise
+        self._published = address
+        return f"published {address}"

@@ -1,0 +1,175 @@
+"""Every call PRISM makes to a Bittensor chain, through bittensor 11's own API.
+
+`ChainClient` is the only place that reads from or writes to a subnet. It drives the async
+client of one `bittensor.Subtensor` on a private event-loop thread, because bittensor 11's
+blocking client has no timeout: here every call is bounded by `asyncio.wait_for`, and every
+extrinsic is also mortal (`period` blocks), so one that timed out here cannot land much
+later. An unreachable or silent chain surfaces as `ChainUnavailable`; a refusal by the
+chain surfaces as bittensor's own `ChainError` (with its `ErrorCode`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import bittensor
+
+T = TypeVar("T")
+
+
+class ChainUnavailable(RuntimeError):
+    """The chain could not be reached, or did not answer in time; the message says which."""
+
+
+@dataclass(frozen=True)
+class WeightsRules:
+    """What the subnet says about setting weights, read at one moment."""
+
+    block: int
+    rate_limit: int  # blocks between two weight sets of one hotkey
+    commit_reveal: bool
+    min_version_key: int  # WeightsVersionKey: sending less fails on chain
+
+
+@dataclass(frozen=True)
+class ServingRules:
+    block: int
+    rate_limit: int  # blocks between two ServeAxon of one hotkey
+    last_served: int | None  # block of this hotkey's current axon record, if any
+
+
+class ChainClient:
+    """One subnet on one network. Thread-safe; calls run one at a time on its own loop."""
+
+    def __init__(
+        self,
+        network: str,
+        netuid: int,
+        *,
+        timeout_s: float = 30.0,
+        period_blocks: int = 16,
+        substrate: bittensor.Substrate | None = None,
+    ) -> None:
+        self.network = network
+        self.netuid = netuid
+        self.timeout_s = timeout_s
+        self.period_blocks = period_blocks
+        self._subtensor = bittensor.Subtensor(network, substrate=substrate)
+        self._client: bittensor.Client | None = None
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="chain",
+                                         daemon=True)
+        self._thread.start()
+
+    # ---- plumbing ---------------------------------------------------------------------
+    def _run(self, what: str, call: Callable[[bittensor.Client], Awaitable[T]]) -> T:
+        if self._closed:
+            raise ChainUnavailable(f"{what}: this chain client is closed")
+
+        async def go() -> T:
+            if self._client is None:
+                self._client = await self._subtensor
+            return await call(self._client)
+
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.wait_for(go(), self.timeout_s), self._loop)
+        try:
+            return future.result(self.timeout_s + 5)
+        except (TimeoutError, FutureTimeout):
+            future.cancel()
+            raise ChainUnavailable(
+                f"{what}: {self.network} did not answer within {self.timeout_s:g} s") from None
+        except (bittensor.RpcConnectionError, OSError) as exc:
+            raise ChainUnavailable(f"{what}: cannot reach {self.network}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the connection and stop the loop thread (idempotent)."""
+        if self._closed:
+            return
+        if self._client is not None:
+            try:
+                self._run("close", lambda client: client.close())
+            except (ChainUnavailable, bittensor.BittensorError):
+                pass
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    # ---- reads ------------------------------------------------------------------------
+    def block(self) -> int:
+        return self._run("head block", lambda client: client.block())
+
+    def metagraph(self) -> bittensor.Metagraph:
+        """Neurons (hotkeys, uids, stakes, permits, axons, last updates) and commitments."""
+        graph = self._run("metagraph", lambda client: client.subnets.metagraph(self.netuid))
+        if graph is None:
+            raise ChainUnavailable(f"netuid {self.netuid} does not exist on {self.network}")
+        return graph
+
+    def commitments(self) -> dict[str, bittensor.NeuronCommitment]:
+        """Each hotkey's latest commitment on the subnet (with its commit block and uid)."""
+        return dict(self._run("commitments",
+                              lambda client: client.subnets.commitments(self.netuid)))
+
+    def weights_rules(self) -> WeightsRules:
+        async def read(client: bittensor.Client) -> WeightsRules:
+            view = await client.at()
+            rate, reveal, version = await asyncio.gather(
+                view.hyperparameters.weights_rate_limit(self.netuid),
+                view.subnets.commit_reveal_enabled(self.netuid),
+                view.query(bittensor.storage.SubtensorModule.WeightsVersionKey, [self.netuid]),
+            )
+            return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0))
+
+        return self._run("weights hyperparameters", read)
+
+    def serving_rules(self, hotkey: str) -> ServingRules:
+        async def read(client: bittensor.Client) -> ServingRules:
+            view = await client.at()
+            limit, axon = await asyncio.gather(
+                view.query(bittensor.storage.SubtensorModule.ServingRateLimit, [self.netuid]),
+                view.query(bittensor.storage.SubtensorModule.Axons, [self.netuid, hotkey]),
+            )
+            served = int(axon["block"]) if isinstance(axon, dict) and axon.get("block") else None
+            return ServingRules(view.block, int(limit or 0), served)
+
+        return self._run("serving rate limit", read)
+
+    # ---- writes (each signed by the wallet's hotkey) -------------------------------------
+    def set_weights(self, wallet: bittensor.Wallet, uids: list[int], weights: list[float], *,
+                    version_key: int, commit_reveal: bool) -> bittensor.ExtrinsicResult:
+        """`CommitWeights` (timelocked, revealed by the chain) when the subnet runs
+        commit-reveal, else `SetWeights`. Raises `ChainError` on a refusal (RATE_LIMITED
+        when the rate limit has not passed)."""
+        kind = bittensor.CommitWeights if commit_reveal else bittensor.SetWeights
+        intent = kind(netuid=self.netuid, uids=uids, weights=weights, version_key=version_key)
+        return self._execute("weights", intent, wallet)
+
+    def serve_axon(self, wallet: bittensor.Wallet, ip: str, port: int
+                   ) -> bittensor.ExtrinsicResult:
+        intent = bittensor.ServeAxon(netuid=self.netuid, ip=ip, port=port)
+        return self._execute("serve axon", intent, wallet)
+
+    def set_commitment(self, wallet: bittensor.Wallet, text: str) -> bittensor.ExtrinsicResult:
+        """Publish `text` as the hotkey's commitment (Raw bytes; the pallet keeps the latest)."""
+        data = text.encode("utf-8")
+        if not 0 < len(data) <= 128:
+            raise ValueError(f"a commitment holds 1 to 128 bytes, not {len(data)}")
+        call = bittensor.calls.Commitments.set_commitment(
+            netuid=self.netuid, info={"fields": [{f"Raw{len(data)}": data}]})
+        result = self._run("set commitment", lambda client: client.submit_call(
+            call, wallet, signer="hotkey", period=self.period_blocks,
+            wait_for_finalization=False))
+        return result.raise_for_failure()
+
+    def _execute(self, what: str, intent: Any, wallet: bittensor.Wallet
+                 ) -> bittensor.ExtrinsicResult:
+        result = self._run(what, lambda client: client.execute(
+            intent, wallet, period=self.period_blocks, wait_for_finalization=False))
+        return result.raise_for_failure()

@@ -1,0 +1,216 @@
+"""An in-memory chain behind bittensor 11's `Substrate` protocol (its test seam).
+
+`bittensor.Subtensor("local", substrate=FakeSubstrate(...))` then runs the library's own
+reads, decoding, intents and executor over this state: a renamed or removed library call
+fails the tests. The fake models only what PRISM touches: one subnet's neurons (hotkey,
+permit, axon, last weight update), its hyperparameters, the Commitments pallet, and the
+effects of the extrinsics PRISM sends (weights, axon, commitment). Every submitted call is
+recorded in `extrinsics` so tests assert on the exact arguments bittensor composed.
+
+What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
+as bittensor's generated `Call` (module, function, params).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+from bittensor import Balance, ExtrinsicResult, RpcConnectionError
+
+
+@dataclass
+class Neuron:
+    hotkey: str
+    coldkey: str = "5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM"
+    permit: bool = False
+    axon: dict | None = None  # {"ip": int, "port": int, "ip_type": 4, "block": n}
+    last_update: int = 0
+
+
+@dataclass
+class Sent:
+    """One extrinsic as the chain received it."""
+
+    module: str
+    function: str
+    params: dict
+    signer: str
+    period: int | None
+    block: int
+
+
+@dataclass
+class FakeSubstrate:
+    netuid: int
+    block: int = 1000
+    neurons: list[Neuron] = field(default_factory=list)
+    hyper: dict[str, Any] = field(default_factory=dict)  # SubtensorModule items per netuid
+    commitments: dict[str, dict] = field(default_factory=dict)  # hotkey -> Registration
+    extrinsics: list[Sent] = field(default_factory=list)
+    down: bool = False  # every read and write fails like an unreachable endpoint
+    hang: bool = False  # writes never come back (the caller's timeout must fire)
+    reject: str | None = None  # the next write fails on chain with this error name
+    token_symbols: dict[int, str] = field(default_factory=dict)
+    reads: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
+                    "WeightsVersionKey": 0, "ServingRateLimit": 50, "MinAllowedWeights": 0,
+                    "MaxWeightsLimit": 65535, "SubnetEpochConsensus": "Yuma", "Tempo": 360,
+                    "RevealPeriodEpochs": 1, "LastEpochBlock": 900, "PendingEpochAt": 0,
+                    "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100}
+        self.hyper = {**defaults, **self.hyper}
+
+    # --- helpers for tests ------------------------------------------------------------
+    def uid_of(self, hotkey: str) -> int | None:
+        return next((i for i, n in enumerate(self.neurons) if n.hotkey == hotkey), None)
+
+    def sent(self, function: str) -> list[Sent]:
+        return [x for x in self.extrinsics if x.function == function]
+
+    def _check_up(self) -> None:
+        if self.down:
+            raise RpcConnectionError("connection refused (fake chain is down)")
+
+    # --- Substrate protocol: lifecycle and display -------------------------------------
+    def balance(self, rao: int, netuid: int = 0) -> Balance:
+        return Balance(int(rao), netuid, None)
+
+    async def connect(self) -> None:
+        self._check_up()
+
+    async def close(self) -> None:
+        return None
+
+    # --- reads ------------------------------------------------------------------------
+    async def block_hash(self, block: int | None = None) -> str:
+        self._check_up()
+        return f"0x{(self.block if block is None else block):064x}"
+
+    async def block_number(self) -> int:
+        self._check_up()
+        return self.block
+
+    async def finalized_block_number(self) -> int:
+        self._check_up()
+        return self.block
+
+    async def block_time(self) -> float:
+        return 0.01
+
+    async def query(self, module, storage_function, params=None, block_hash=None):
+        self._check_up()
+        self.reads.append((module, storage_function))
+        params = list(params or [])
+        if module == "SubtensorModule" and storage_function in self.hyper:
+            return self.hyper[storage_function]
+        if (module, storage_function) == ("SubtensorModule", "Uids"):
+            return self.uid_of(params[1])
+        if (module, storage_function) == ("SubtensorModule", "LastUpdate"):
+            return [n.last_update for n in self.neurons]
+        if (module, storage_function) == ("SubtensorModule", "ValidatorPermit"):
+            return [n.permit for n in self.neurons]
+        if (module, storage_function) == ("SubtensorModule", "Axons"):
+            uid = self.uid_of(params[1])
+            return None if uid is None else self.neurons[uid].axon
+        if (module, storage_function) == ("Commitments", "CommitmentOf"):
+            return self.commitments.get(params[1])
+        raise KeyError(f"the fake chain has no storage {module}.{storage_function}")
+
+    async def query_map(self, module, storage_function, params=None, block_hash=None):
+        self._check_up()
+        self.reads.append((module, storage_function))
+        if (module, storage_function) == ("Commitments", "CommitmentOf"):
+            return list(self.commitments.items())
+        if (module, storage_function) == ("Commitments", "RevealedCommitments"):
+            return []
+        if (module, storage_function) == ("SubtensorModule", "Uids"):
+            return [(n.hotkey, uid) for uid, n in enumerate(self.neurons)]
+        if (module, storage_function) == ("SubtensorModule", "TokenSymbol"):
+            return []
+        raise KeyError(f"the fake chain has no map {module}.{storage_function}")
+
+    async def query_batch(self, module, storage_function, param_sets, block_hash=None):
+        return [await self.query(module, storage_function, p, block_hash) for p in param_sets]
+
+    async def map_has_entries(self, module, storage_function, params, block_hash=None):
+        return bool(await self.query_map(module, storage_function, params, block_hash))
+
+    async def runtime_call(self, api, method, params, block_hash=None):
+        self._check_up()
+        self.reads.append((api, method))
+        if (api, method) != ("SubnetInfoRuntimeApi", "get_metagraph"):
+            raise KeyError(f"the fake chain has no runtime call {api}.{method}")
+        if params[0] != self.netuid:
+            return None
+        n = len(self.neurons)
+        return {
+            "netuid": self.netuid, "name": list(b"prism"), "symbol": list(b"p"),
+            "block": self.block, "tempo": self.hyper["Tempo"], "last_step": 900,
+            "blocks_since_last_step": self.block - 900, "owner_hotkey": "owner",
+            "owner_coldkey": "owner", "network_registered_at": 1, "num_uids": n,
+            "max_uids": 256, "hotkeys": [x.hotkey for x in self.neurons],
+            "coldkeys": [x.coldkey for x in self.neurons],
+            "axons": [x.axon or {"ip": 0, "port": 0, "ip_type": 4} for x in self.neurons],
+            "validator_permit": [x.permit for x in self.neurons],
+            "last_update": [x.last_update for x in self.neurons],
+            "active": [True] * n, "block_at_registration": [1] * n,
+            "alpha_stake": [10**12 if x.permit else 0 for x in self.neurons],
+            "tao_stake": [0] * n, "total_stake": [10**12 if x.permit else 0 for x in self.neurons],
+        }
+
+    async def constant(self, module, name):
+        raise KeyError(f"the fake chain has no constant {module}.{name}")
+
+    async def events(self, block_hash=None):
+        return []
+
+    # --- calls and writes ---------------------------------------------------------------
+    async def compose(self, call):
+        return call  # bittensor's generated Call(module, function, params)
+
+    async def estimate_fee(self, call, keypair) -> Balance:
+        return Balance(0)
+
+    async def account_next_index(self, address: str) -> int:
+        return 0
+
+    async def submit(self, call, keypair, *, nonce=None, period=64, wait_for_inclusion=True,
+                     wait_for_finalization=True) -> ExtrinsicResult:
+        self._check_up()
+        if self.hang:
+            await asyncio.sleep(3600)
+        sent = Sent(call.module, call.function, dict(call.params), keypair.ss58_address,
+                    period, self.block)
+        self.extrinsics.append(sent)
+        if self.reject is not None:
+            name, self.reject = self.reject, None
+            from bittensor import ChainError
+
+            return ExtrinsicResult(success=False, message=name, error=ChainError(name, name))
+        self._apply(sent)
+        return ExtrinsicResult(success=True, message="Success", block_hash=await self.block_hash())
+
+    def _apply(self, sent: Sent) -> None:
+        uid = self.uid_of(sent.signer)
+        if sent.function in ("set_mechanism_weights", "commit_timelocked_mechanism_weights"):
+            self.neurons[uid].last_update = self.block
+        elif sent.function == "serve_axon":
+            p = sent.params
+            self.neurons[uid].axon = {"ip": p["ip"], "port": p["port"], "ip_type": p["ip_type"],
+                                      "block": self.block}
+        elif sent.function == "set_commitment":
+            # The pallet stores the info as sent; reads decode Raw bytes as 0x-hex.
+            fields = [{k: "0x" + bytes(v).hex() for k, v in f.items()}
+                      for f in sent.params["info"]["fields"]]
+            self.commitments[sent.signer] = {"deposit": 0, "block": self.block,
+                                             "info": {"fields": fields}}
+
+
+def axon_of(address: str, block: int = 0) -> dict:
+    host, port = address.rsplit(":", 1)
+    return {"ip": int(ipaddress.ip_address(host)), "port": int(port), "ip_type": 4,
+            "block": block}

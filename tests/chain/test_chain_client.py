@@ -1,0 +1,157 @@
+"""`ChainClient` drives the real bittensor 11 client (reads, intents, executor) over a fake
+chain: what it reads is decoded by the library, what it writes is composed by the library.
+A call the adapter makes that the installed bittensor lacks fails here."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import bittensor
+import pytest
+from conftest import NETUID
+from fake_substrate import axon_of
+
+from prism_challenge.chain import subtensor
+from prism_challenge.chain.subtensor import ChainUnavailable
+
+
+def test_the_client_is_bittensors_own_subtensor_over_the_injected_connection(client, fake):
+    c = client()
+    assert type(c._subtensor) is bittensor.Subtensor
+    assert c.block() == fake.block
+    assert c._client._substrate is fake  # the library's client, on our fake connection
+
+
+def test_metagraph_is_read_and_decoded_by_the_library(client, fake, wallets):
+    graph = client().metagraph()
+    assert isinstance(graph, bittensor.Metagraph)
+    assert graph.block == 1000 and graph.netuid == NETUID
+    assert graph.hotkeys == [n.hotkey for n in fake.neurons]
+    validator = graph.by_hotkey(wallets["validator"].hotkey.ss58_address)
+    assert (validator.uid, validator.validator_permit, validator.axon, validator.last_update) == (
+        1, True, "10.0.0.1:8000", 950)
+    assert validator.total_stake.rao == 10**12
+    assert [n.uid for n in graph.validators] == [1]
+    assert ("SubnetInfoRuntimeApi", "get_metagraph") in fake.reads
+
+
+def test_a_missing_subnet_is_an_error_not_an_empty_view(client, fake):
+    fake.netuid = 99
+    with pytest.raises(ChainUnavailable, match="netuid 7 does not exist"):
+        client().metagraph()
+
+
+def test_commitment_is_set_as_a_raw_field_signed_by_the_hotkey_and_read_back_with_its_block(
+        client, fake, wallets):
+    c = client(period_blocks=20)
+    miner = wallets["miner"]
+    c.set_commitment(miner, "prism1:" + "ab" * 32)
+    (sent,) = fake.sent("set_commitment")
+    assert (sent.module, sent.signer, sent.period) == (
+        "Commitments", miner.hotkey.ss58_address, 20)
+    assert sent.params == {"netuid": NETUID,
+                           "info": {"fields": [{"Raw71": ("prism1:" + "ab" * 32).encode()}]}}
+    fake.block = 1005
+    seen = c.commitments()[miner.hotkey.ss58_address]
+    assert (seen.value, seen.block, seen.uid, seen.status) == (
+        "prism1:" + "ab" * 32, 1000, 2, "plain")
+
+
+def test_a_commitment_over_128_bytes_is_refused_before_signing(client, fake, wallets):
+    with pytest.raises(ValueError, match="1 to 128 bytes"):
+        client().set_commitment(wallets["miner"], "x" * 129)
+    assert fake.extrinsics == []
+
+
+def test_weights_rules_come_from_the_subnets_hyperparameters(client, fake):
+    fake.hyper.update(WeightsSetRateLimit=360, CommitRevealWeightsEnabled=True,
+                      WeightsVersionKey=1_000_000)
+    rules = client().weights_rules()
+    assert (rules.block, rules.rate_limit, rules.commit_reveal, rules.min_version_key) == (
+        1000, 360, True, 1_000_000)
+
+
+def test_set_weights_composes_set_mechanism_weights_with_u16_and_the_version_key(
+        client, fake, wallets):
+    fake.block = 1100  # 150 blocks after the validator's last update: the rate limit passed
+    client(period_blocks=12).set_weights(wallets["validator"], [0, 2], [65535.0, 21845.0],
+                                         version_key=1_000_000, commit_reveal=False)
+    (sent,) = fake.extrinsics
+    assert (sent.function, sent.signer, sent.period) == (
+        "set_mechanism_weights", wallets["validator"].hotkey.ss58_address, 12)
+    assert sent.params == {"netuid": NETUID, "mecid": 0, "dests": [0, 2],
+                           "weights": [65535, 21845], "version_key": 1_000_000}
+    assert fake.neurons[1].last_update == 1100
+
+
+def test_commit_reveal_subnets_get_a_timelocked_commit(client, fake, wallets):
+    fake.block = 1100
+    fake.hyper["CommitRevealWeightsEnabled"] = True
+    client().set_weights(wallets["validator"], [0], [1.0], version_key=3, commit_reveal=True)
+    (sent,) = fake.extrinsics
+    assert sent.function == "commit_timelocked_mechanism_weights"
+    assert sent.params["netuid"] == NETUID and sent.params["reveal_round"] > 0
+    assert isinstance(sent.params["commit"], bytes) and len(sent.params["commit"]) > 32
+
+
+def test_the_chains_rate_limit_preflight_refuses_before_anything_is_signed(client, fake, wallets):
+    fake.block = 1010  # 60 blocks after block 950, the limit is 100
+    with pytest.raises(bittensor.ChainError) as refused:
+        client().set_weights(wallets["validator"], [0], [1.0], version_key=0,
+                             commit_reveal=False)
+    assert refused.value.code == bittensor.ErrorCode.RATE_LIMITED
+    assert fake.extrinsics == []
+
+
+def test_a_refusal_on_chain_is_a_chain_error(client, fake, wallets):
+    fake.block, fake.reject = 1100, "IncorrectWeightVersionKey"
+    with pytest.raises(bittensor.ChainError, match="IncorrectWeightVersionKey"):
+        client().set_weights(wallets["validator"], [0], [1.0], version_key=0,
+                             commit_reveal=False)
+
+
+def test_serve_axon_composes_the_address_and_serving_rules_read_the_axon_block(
+        client, fake, wallets):
+    c = client()
+    rules = c.serving_rules(wallets["validator"].hotkey.ss58_address)
+    assert (rules.block, rules.rate_limit, rules.last_served) == (1000, 50, 900)
+    assert c.serving_rules(wallets["miner"].hotkey.ss58_address).last_served is None
+    c.serve_axon(wallets["validator"], "203.0.113.7", 8001)
+    (sent,) = fake.sent("serve_axon")
+    assert sent.params == {"netuid": NETUID, "version": 1, "ip": 3405803783, "port": 8001,
+                           "ip_type": 4, "protocol": 4, "placeholder1": 0, "placeholder2": 0}
+    assert fake.neurons[1].axon == axon_of("203.0.113.7:8001", 1000)
+
+
+def test_an_unreachable_chain_is_chain_unavailable(client, fake):
+    fake.down = True
+    with pytest.raises(ChainUnavailable, match="cannot reach local"):
+        client().metagraph()
+
+
+def test_a_write_that_never_returns_is_cut_by_the_timeout(client, fake, wallets):
+    fake.block, fake.hang = 1100, True
+    c = client(timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(ChainUnavailable, match="did not answer within 0.5 s"):
+        c.set_weights(wallets["validator"], [0], [1.0], version_key=0, commit_reveal=False)
+    assert time.monotonic() - started < 5
+    fake.hang = False
+    assert c.block() == 1100  # the client still works after a timed-out call
+
+
+def test_every_bittensor_name_the_adapter_uses_exists_in_the_installed_package():
+    # The behaviour tests above run each path; this lists the names so a rename is named.
+    source = inspect.getsource(subtensor)
+    for name in ("Subtensor", "SetWeights", "CommitWeights", "ServeAxon", "ExtrinsicResult",
+                 "RpcConnectionError", "Metagraph", "NeuronCommitment", "calls", "storage"):
+        assert f"bittensor.{name}" in source
+        assert hasattr(bittensor, name), name
+    assert hasattr(bittensor.calls.Commitments, "set_commitment")
+    for item in ("WeightsVersionKey", "ServingRateLimit", "Axons"):
+        assert hasattr(bittensor.storage.SubtensorModule, item)
+    namespaces = bittensor.Client("local")
+    assert callable(namespaces.subnets.metagraph) and callable(namespaces.subnets.commitments)
+    assert callable(namespaces.hyperparameters.weights_rate_limit)
+    assert callable(namespaces.subnets.commit_reveal_enabled)

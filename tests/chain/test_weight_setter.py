@@ -1,0 +1,145 @@
+"""`WeightSetter`: weights go on chain only when the subnet allows it, with the version
+key, commit-reveal when the subnet has it, retries with backoff, and a counted outcome."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from prism_challenge.chain.metagraph import LiveMetagraph
+from prism_challenge.chain.status import ChainStatus
+from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.version import version_key
+from prism_challenge.weights.chain import WeightSetter
+from prism_challenge.weights.plan import WeightPlan
+
+SETTINGS = Settings(chain={"mode": "online", "netuid": 7, "retries": 3, "backoff_s": 2.0},
+                    weights={"dry_run": False})
+PLAN = WeightPlan(netuid=7, block=1000, corpus="demo", dry_run=False, leader=None,
+                  uids=[0, 2], weights_u16=[21845, 65535], rows=[], excluded=[])
+
+
+@pytest.fixture
+def setup(client, fake, wallets):
+    def build(**hyper):
+        fake.hyper.update(hyper)
+        status = ChainStatus()
+        view = LiveMetagraph(client(), refresh_blocks=1000, status=status)
+        view.refresh()
+        sleeps: list[float] = []
+        setter = WeightSetter(view._client, wallets["validator"], SETTINGS, status=status,
+                              sleep=sleeps.append)
+        return view, setter, sleeps, status
+
+    return build
+
+
+def test_weights_are_set_when_the_rate_limit_has_passed_with_the_scoring_version_key(
+        setup, fake):
+    view, setter, _, status = setup()
+    fake.block = 1050  # last update 950, limit 100
+    outcome = setter.offer(PLAN, view)
+    assert (outcome.outcome, outcome.block) == ("set", 1050)
+    (sent,) = fake.extrinsics
+    assert sent.function == "set_mechanism_weights"
+    assert sent.params["dests"] == [0, 2] and sent.params["weights"] == [21845, 65535]
+    assert sent.params["version_key"] == version_key() == 1_000_000
+    assert status.weights["set"] == 1 and status.last_set_block == 1050
+
+
+def test_before_the_rate_limit_nothing_is_sent_not_even_after_our_own_set(setup, fake):
+    view, setter, _, status = setup()
+    fake.block = 1049
+    assert setter.offer(PLAN, view).outcome == "not_yet"
+    assert fake.extrinsics == []
+    fake.block = 1050
+    assert setter.offer(PLAN, view).outcome == "set"
+    fake.block = 1100  # the metagraph still says 950 (not refreshed); we remember 1050
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "not_yet" and "last set 50 blocks ago" in outcome.message
+    assert len(fake.extrinsics) == 1
+    assert status.weights == {"not_yet": 2, "set": 1}
+
+
+def test_the_chains_own_rate_limit_refusal_is_not_yet_not_a_failure(setup, fake):
+    view, setter, _, _ = setup()
+    fake.neurons[1].last_update = 1040  # set by another process; our view says 950
+    fake.block = 1060
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "not_yet" and "rate limit is 100 blocks" in outcome.message
+    assert fake.extrinsics == []
+
+
+def test_a_commit_reveal_subnet_gets_a_commit(setup, fake):
+    view, setter, _, status = setup(CommitRevealWeightsEnabled=True)
+    fake.block = 1100
+    assert setter.offer(PLAN, view).outcome == "committed"
+    assert fake.extrinsics[0].function == "commit_timelocked_mechanism_weights"
+    assert status.last_set_block == 1100
+
+
+def test_an_empty_vector_is_never_sent(setup, fake):
+    view, setter, _, _ = setup()
+    fake.block = 1100
+    outcome = setter.offer(PLAN.model_copy(update={"uids": [], "weights_u16": []}), view)
+    assert outcome.outcome == "refused" and "no non-zero weight" in outcome.message
+    assert fake.extrinsics == []
+
+
+def test_a_stale_metagraph_makes_weights_wait(setup, fake):
+    view, setter, _, status = setup()
+    fake.down = True
+    view.refresh()
+    fake.down, fake.block = False, 1100
+    assert setter.offer(PLAN, view).outcome == "stale"
+    assert fake.extrinsics == [] and status.weights == {"stale": 1}
+
+
+def test_a_version_key_below_the_subnets_minimum_is_refused_with_the_fix(setup, fake):
+    view, setter, _, _ = setup(WeightsVersionKey=2_000_000)
+    fake.block = 1100
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "refused" and "requires version key >= 2000000" in outcome.message
+    assert fake.extrinsics == []
+
+
+def test_an_unreachable_chain_is_retried_with_doubling_backoff_then_fails(setup, fake):
+    view, setter, sleeps, status = setup()
+    fake.block, fake.down = 1100, True
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "failed" and "after 4 attempts" in outcome.message
+    assert sleeps == [2.0, 4.0, 8.0]
+    assert status.weights == {"failed": 1}
+
+
+def test_a_chain_back_during_the_retries_gets_the_weights(setup, fake):
+    view, setter, sleeps, _ = setup()
+    fake.block, fake.down = 1100, True
+    setter.sleep = lambda s: (sleeps.append(s), setattr(fake, "down", False))
+    assert setter.offer(PLAN, view).outcome == "set"
+    assert sleeps == [2.0] and len(fake.extrinsics) == 1
+
+
+def test_a_refusal_by_the_chain_is_not_retried(setup, fake):
+    view, setter, sleeps, _ = setup()
+    fake.block, fake.reject = 1100, "IncorrectWeightVersionKey"
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "failed" and "IncorrectWeightVersionKey" in outcome.message
+    assert sleeps == [] and len(fake.extrinsics) == 1
+
+
+def test_outcomes_are_exported_as_prometheus_metrics(setup, fake):
+    view, setter, _, status = setup()
+    fake.block = 1050
+    setter.offer(PLAN, view)
+    setter.offer(PLAN, view)
+    registry = CollectorRegistry()
+    registry.register(status)
+    text = generate_latest(registry).decode()
+    assert 'prism_weights_attempts_total{outcome="set"} 1.0' in text
+    assert 'prism_weights_attempts_total{outcome="not_yet"} 1.0' in text
+    assert "prism_weights_last_set_block 1050.0" in text
+    view.refresh(force=True)
+    text = generate_latest(registry).decode()
+    assert "prism_chain_metagraph_stale 0.0" in text
+    assert "prism_chain_metagraph_block 1050.0" in text
