@@ -59,7 +59,7 @@ def main() -> None:
         ray={"address": cluster.address},
     )
     bundle = Bundle.from_dir(args.bundle)
-    pool = ClusterPool(settings, read_manifest(work / "data").sha256)
+    pool = ClusterPool(settings, read_manifest(work / "data"))
     try:
         t0 = time.monotonic()
         pool.connect()

@@ -36,6 +36,8 @@ from prism_challenge.bundle import wire
 from prism_challenge.cluster.capacity import NodeUsage, plan_capacity, slot_resources
 from prism_challenge.cluster.node_slot import NodeSlot
 from prism_challenge.config.settings import Settings
+from prism_challenge.data.manifest import Manifest
+from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Cancelled
@@ -105,6 +107,15 @@ class RemoteSlot:
 
     def usable(self) -> bool:
         return self.state == "ready" and not self.busy
+
+    @property
+    def corpus(self) -> str:
+        """The corpus of the head's data (every node's is the same version, or refused)."""
+        return self.pool.manifest.corpus
+
+    def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
+                        ) -> EarlyStopPlan | None:
+        return self.pool.early_stop_plan(leader_bpb, leader_id, leader)
 
     # ---- lifecycle (driven by the pool) ---------------------------------------------------
     def place(self) -> None:
@@ -213,9 +224,10 @@ class RemoteSlot:
 class ClusterPool:
     """Connects to `ray.address` and keeps one slot actor per slot of cluster capacity."""
 
-    def __init__(self, settings: Settings, data_version: str) -> None:
+    def __init__(self, settings: Settings, manifest: Manifest) -> None:
         self.settings = settings
-        self.data_version = data_version
+        self.manifest = manifest  # the head's data: every node must have this version
+        self.data_version = manifest.sha256
         self.slots: list[RemoteSlot] = []
         self.resources: dict[str, float] = {}
         self._plan = []
@@ -285,6 +297,20 @@ class ClusterPool:
                     or time.monotonic() > deadline:
                 return sum(s.state == "ready" for s in self.slots)
             time.sleep(0.2)
+
+    def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
+                        ) -> EarlyStopPlan | None:
+        """The early-stop bar, made here from the head's own data version and settings (plain
+        values sent with the run; the node checks it fits its budget). The head holds only the
+        MANIFEST: the budget's bytes are the leader's, which is the same budget exactly when
+        the data version, rows, tokens and lanes are the same."""
+        c = self.settings.challenge
+        rows = c.token_budget // c.seq_len
+        if (leader.budget.rows, leader.budget.tokens) != (rows, rows * c.seq_len):
+            return None
+        return plan_early_stop(self.settings.scoring, leader_bpb, leader_id, leader,
+                               manifest_sha256=self.data_version, lanes=c.stream_lanes,
+                               budget=leader.budget)
 
     def capacity(self) -> int:
         """Slots that take runs now (at least 1, for the contender queue)."""

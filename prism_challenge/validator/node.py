@@ -82,8 +82,7 @@ class ValidatorNode:
         if settings.validator.executor == "ray":  # only then is Ray imported
             from prism_challenge.cluster.ray_pool import ClusterPool
 
-            version = read_manifest(Path(settings.data.root)).sha256
-            self.cluster = ClusterPool(settings, version)
+            self.cluster = ClusterPool(settings, read_manifest(Path(settings.data.root)))
             self.workers: list[EvaluationWorker] = []
             collector = ClusterCollector(self.cluster.usage)
         else:

@@ -26,6 +26,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
+from prism_challenge.sandbox.early_stop import EarlyStopPlan
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
@@ -156,15 +157,12 @@ class EvaluationWorker:
         with self.store.session() as s:
             row = s.get(Submission, sid)
             bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
-            leader = leader_to_beat(s, self.settings.scoring, self.runner.train.manifest.corpus,
-                                    sid)
-        early_stop = None if leader is None else self.runner.early_stop_plan(
-            leader[0].bpb, leader[0].submission_id, leader[1])
         run_dir = self.work_dir / f"{sid}-{attempt}"
         where = f" on {self.slot.describe()}" if self.slot is not None else ""
         log.info("submission %s: attempt %s%s", sid, attempt, where)
         started = time.monotonic()
-        try:
+        try:  # from here on, whatever fails on our side sends the submission back
+            early_stop = self._early_stop_plan(sid)
             with self._lease():
                 record = self.runner.run(bundle.files, bundle.digest, run_dir,
                                          cancel=self.cancel, early_stop=early_stop)
@@ -180,6 +178,16 @@ class EvaluationWorker:
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         self._score(sid, attempt, bundle, record)
+
+    def _early_stop_plan(self, sid: int) -> EarlyStopPlan | None:
+        """The bar this run must be able to clear, fixed before it starts from the store and
+        the runner's data version (a cluster slot answers with the head's own data)."""
+        with self.store.session() as s:
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.corpus, sid)
+        if leader is None:
+            return None
+        entry, record = leader
+        return self.runner.early_stop_plan(entry.bpb, entry.submission_id, record)
 
     def _blame_host(self, record: RunRecord, started: float) -> RunRecord:
         """A crash or a hang on a slot whose GPUs logged a hardware Xid meanwhile, or whose

@@ -1,15 +1,12 @@
-"""Helpers of the cluster tests: tiny settings, queued submissions, workers run together."""
+"""Helpers of the cluster tests: tiny settings, tiny bundles, workers run together."""
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config import Settings
-from prism_challenge.storage import Status, transition
-from prism_challenge.storage.tables import Submission
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "sandbox" / "tiny"
 
@@ -36,17 +33,6 @@ def tiny_bundle(lr: str = "1e-2") -> Bundle:
     files = {n: (TINY / n).read_bytes() for n in ("architecture.py", "training.py")}
     files["training.py"] = files["training.py"].replace(b"lr=1e-2", f"lr={lr}".encode())
     return Bundle(files)
-
-
-def queued(store, bundle: Bundle, hotkey: str) -> int:
-    now = time.time()
-    with store.session() as s:
-        row = Submission(digest=bundle.digest, hotkey=hotkey, status="received",
-                         accepted_at=now, updated_at=now, bundle=bundle.to_wire())
-        s.add(row)
-        s.flush()
-        transition(s, row.id, Status.QUEUED)
-        return row.id
 
 
 def together(workers) -> list:

@@ -20,7 +20,7 @@ from prism_challenge.validator.worker import EvaluationWorker
 
 def main() -> None:
     settings = Settings(**json.loads(open(sys.argv[1]).read()))
-    pool = ClusterPool(settings, read_manifest(settings.data.root).sha256)
+    pool = ClusterPool(settings, read_manifest(settings.data.root))
     pool.connect()
     pool.wait_ready(120)
     store = Store(settings.storage.url)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cluster_kit import tiny_bundle, tiny_settings
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,6 +26,7 @@ from prism_challenge.cluster.node_slot import (
 from prism_challenge.dashboard.cluster_panel import cluster_html
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.metrics.cluster import ClusterCollector
+from prism_challenge.sandbox.early_stop import EarlyStopPlan, LeaderCurve
 
 
 def _node(node_id: str, alive: bool = True, **resources) -> dict:
@@ -80,6 +83,28 @@ def test_a_slot_on_another_data_version_refuses_every_job(tmp_path, prepared_dat
     missing = NodeSlot(settings.model_copy(update={"data": settings.data.model_copy(
         update={"root": tmp_path / "nowhere"})}), version, node="n", index=2, gpu_ids=[])
     assert "no MANIFEST" in missing.refused
+
+
+def test_a_node_refuses_an_early_stop_plan_made_for_another_budget(tmp_path, prepared_data):
+    """The head makes the plan from its MANIFEST and the leader's record; the node checks it
+    against its own budget before anything runs (a wrong plan would stop honest runs)."""
+    settings = tiny_settings(tmp_path, prepared_data)
+    slot = NodeSlot(settings, read_manifest(prepared_data).sha256, node="n", index=0,
+                    gpu_ids=[])
+    budget = slot.runner.budget
+    curve = LeaderCurve(np.array([0, budget.rows]), np.array([0.0, 8.0 * budget.bytes]))
+    fits = EarlyStopPlan(target_bpb=7.0, leader=curve, leader_id=1, checkpoints=(20,),
+                         max_gain=0.5, budget_bytes=budget.bytes)
+    assert fits.fits(budget.rows, budget.bytes)
+    bundle = tiny_bundle()
+    for wrong in (replace(fits, budget_bytes=budget.bytes + 1),
+                  replace(fits, checkpoints=(budget.rows,)),
+                  replace(fits, leader=LeaderCurve(np.array([0, budget.rows * 2]),
+                                                   np.array([0.0, 1.0])))):
+        assert not wrong.fits(budget.rows, budget.bytes)
+        with pytest.raises(ValueError, match="does not fit this runner's budget"):
+            slot.run(bundle.to_wire(), bundle.digest, early_stop=wrong)
+    assert not (tmp_path / "runs").exists()  # refused before anything was started
 
 
 def test_per_node_slots_on_metrics_and_the_dashboard():

@@ -1,6 +1,6 @@
 """Evaluations on a real two-node Ray cluster (127.0.0.1): same scores as the local executor,
 a head killed mid-run leaves no run behind, nodes on other data are refused, a node lost
-mid-run is requeued and scored once.
+mid-run is requeued and scored once, and a hopeless run is stopped early against the leader.
 
 The tests share one cluster; the last one kills the worker node, so it stays last.
 """
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cluster_kit import queued, tiny_bundle, tiny_settings, together
+from cluster_kit import tiny_bundle, tiny_settings, together
+from fixture_bundles import bundle as sandbox_bundle
+from fixture_bundles import queue_bundle
 
 from prism_challenge.data import prepare_data
 from prism_challenge.data.manifest import read_manifest
@@ -38,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 def _pool(settings, data_root):
     from prism_challenge.cluster.ray_pool import ClusterPool
 
-    pool = ClusterPool(settings, read_manifest(data_root).sha256)
+    pool = ClusterPool(settings, read_manifest(data_root))
     pool.connect()
     return pool
 
@@ -67,14 +69,15 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
         assert pool.capacity() == 2 and [u.slots for u in pool.usage()] == [1, 1]
         workers = [EvaluationWorker(settings, store, slot, None, capacity=pool.capacity)
                    for slot in pool.slots]
-        sids = [queued(store, b, f"hk{i}") for i, b in enumerate(bundles)]
+        sids = [queue_bundle(store, b.files, f"hk{i}") for i, b in enumerate(bundles)]
         stop = threading.Event()  # a head shutting down mid-run: the node stops, requeued
         stopping = EvaluationWorker(settings, store, pool.slots[0], None, cancel=stop)
         run = threading.Thread(target=stopping.run_once)
         run.start()
-        while not pool.slots[0].busy:
-            time.sleep(0.1)
-        time.sleep(3.0)
+        deadline = time.monotonic() + 120
+        while not _sandboxes_of(bundles[0].digest):  # its sandbox has started
+            assert run.is_alive() and time.monotonic() < deadline
+            time.sleep(0.2)
         stop.set()
         run.join(60)
         with store.session() as s:
@@ -98,7 +101,7 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
     try:
         runner = Runner.from_data(local_settings, BubblewrapBackend(), prepared_data)
         for i, b in enumerate(bundles):
-            queued(local_store, b, f"hk{i}")
+            queue_bundle(local_store, b.files, f"hk{i}")
         assert None not in together([EvaluationWorker(local_settings, local_store, runner, None)
                                      for _ in bundles])
         want = _scores(local_store)
@@ -118,6 +121,7 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
     run (no sandbox of it survives) and requeues the submission. The restarted head's data
     is another version than both nodes': every slot refuses, naming the two versions, and
     the submission stays queued, unscored."""
+    from prism_challenge.validator.demo import make_wallets
     from prism_challenge.validator.node import ValidatorNode
 
     source = write_jsonl(tmp_path / "src" / "docs.jsonl", english_like_documents(850, seed=1))
@@ -131,7 +135,7 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
                         verification={"enabled": False})
     bundle = tiny_bundle()
     store = Store(db["url"])
-    sid = queued(store, bundle, "hk")
+    sid = queue_bundle(store, bundle.files, "hk")
     store.close()
     (tmp_path / "old.json").write_text(json.dumps(old.model_dump(mode="json")))
     dead = subprocess.Popen([sys.executable, str(HERE / "crashing_head.py"),
@@ -145,8 +149,11 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
         dead.kill()
         dead.wait()
 
+    make_wallets(tmp_path / "wallets", ["validator"])
     settings = tiny_settings(tmp_path, head_data, ray_cluster.address, storage=db,
-                             intake={"port": 0}, validator={"epoch_s": 60})
+                             intake={"port": 0}, validator={"epoch_s": 60},
+                             wallet={"name": "validator", "path": str(tmp_path / "wallets")},
+                             chain={"local_ledger": str(tmp_path / "local-chain.db")})
     node = ValidatorNode(settings)
     url = node.start()
     try:
@@ -201,12 +208,16 @@ def _sandboxes_of(digest: str) -> list[int]:
     return found
 
 
-def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp_path,
-                                                         prepared_data):
+def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_stop(
+        ray_cluster, store, tmp_path, prepared_data):
     """Kill the worker node's raylet while it runs a submission: the run goes back to the
     queue (not charged), the head's node scores it, and exactly one record and score land;
-    its contender replay also runs on the cluster."""
+    its contender replay also runs on the cluster. Verified, it leads: a collapsed model
+    accepted after it gets the early-stop bar the head made from its own data (the same as a
+    local runner's) and is stopped at the first checkpoint on the node, censored, never left
+    running."""
     settings = tiny_settings(tmp_path, prepared_data, ray_cluster.address)
+    assert settings.scoring.early_stop.enabled
     pool = _pool(settings, prepared_data)
     try:
         assert pool.wait_ready(120) == 2
@@ -216,12 +227,13 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp
         workers = {slot: EvaluationWorker(settings, store, slot, None, capacity=pool.capacity)
                    for slot in pool.slots}
         bundle = tiny_bundle()
-        sid = queued(store, bundle, "hk")
+        sid = queue_bundle(store, bundle.files, "hk")
         run = threading.Thread(target=workers[doomed].run_once)
         run.start()
-        while not doomed.busy:  # the job is on the worker node ...
-            time.sleep(0.1)
-        time.sleep(6.0)  # ... and its sandbox has started
+        deadline = time.monotonic() + 120
+        while not _sandboxes_of(bundle.digest):  # the job is in a sandbox on the worker node
+            assert run.is_alive() and time.monotonic() < deadline
+            time.sleep(0.2)
         ray_cluster.worker.all_processes["raylet"][0].process.kill()
         run.join(120)
         assert not run.is_alive()
@@ -233,6 +245,17 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp
         assert doomed.state == "lost" and not doomed.usable()
         assert workers[survivor].run_once() == sid
         assert workers[survivor].run_once() == sid  # the replay of the would-be leader
+
+        ((_, leader),) = _records(store)
+        with store.session() as s:
+            leader_bpb = s.get(Score, sid).bpb
+        local = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+        assert survivor.corpus == local.corpus == read_manifest(prepared_data).corpus
+        head_plan = survivor.early_stop_plan(leader_bpb, sid, leader)
+        local_plan = local.early_stop_plan(leader_bpb, sid, leader)
+        assert head_plan is not None and _plain(head_plan) == _plain(local_plan)
+        hopeless = queue_bundle(store, sandbox_bundle("constant", CONFIDENCE="30"), "hk2")
+        assert workers[survivor].run_once() == hopeless
         deadline = time.monotonic() + 60
         while len(pool.usage()) != 1:
             assert time.monotonic() < deadline
@@ -244,8 +267,21 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once(ray_cluster, store, tmp
     with store.session() as s:
         row = s.get(Submission, sid)
         assert (row.status, row.attempts) == ("scored", 2)
-        assert s.query(Score).count() == 1
         assert s.get(Verification, sid).status == "passed"
-    ((record_sid, record),) = _records(store)
-    assert record_sid == sid and record.exit_reason == "ok"
-    assert record.placement.node == survivor.about["node"]
+        assert s.get(Submission, hopeless).status == "scored"
+        assert s.get(Score, hopeless).detail["censored"]
+        assert s.get(Verification, hopeless) is None  # censored: never a contender
+        assert s.query(Score).count() == 2
+    (record_sid, record), (stopped_sid, stopped) = _records(store)
+    assert (record_sid, stopped_sid) == (sid, hopeless) and record.exit_reason == "ok"
+    assert record.placement.node == stopped.placement.node == survivor.about["node"]
+    stop = stopped.stopped_early
+    assert (stop.checkpoint, stop.position, stop.leader_submission) == (20 / 96, 24, sid)
+    assert stopped.exit_reason == "ok" and stopped.consumed.rows == 24
+
+
+def _plain(plan) -> tuple:
+    """An early-stop plan as comparable values (its leader curve holds arrays)."""
+    return (plan.target_bpb, plan.leader_id, plan.checkpoints, plan.max_gain,
+            plan.budget_bytes, plan.recent_rows, plan.leader.edges.tolist(),
+            plan.leader.bits.tolist())
