@@ -12,6 +12,7 @@ from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.chain.status import ChainStatus
 from prism_challenge.chain.subnet import Subnet
+from prism_challenge.cluster.capacity import NodeUsage
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
 
@@ -33,3 +34,6 @@ class ApiDeps:
     chain_status: ChainStatus = field(default_factory=ChainStatus)
     # The node's evaluation slots (in rotation or not), exposed at /metrics; None outside a node.
     slots: Collector | None = None
+    # Per-node slots and utilisation of the Ray cluster (validator.executor: ray), for the
+    # dashboard; None otherwise.
+    cluster: Callable[[], list[NodeUsage]] | None = None

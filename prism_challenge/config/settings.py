@@ -245,6 +245,8 @@ class RegistrySettings(Section):
 
 
 class ValidatorSettings(Section):
+    # local: sandboxes on this host's slots; ray: on the slots of a Ray cluster (`ray`).
+    executor: Literal["local", "ray"] = "local"
     # None: one slot per group of sandbox.nproc_per_node GPUs on a GPU host, 1 on a CPU host.
     slots: int | None = Field(None, ge=1)
     max_attempts: int = Field(3, ge=1)
@@ -260,6 +262,19 @@ class ValidatorSettings(Section):
     poll_s: float = Field(1.0, gt=0)
     work_dir: Path = Path("prism-data/runs")
     update_check: bool = True
+
+
+class RaySettings(Section):
+    """The Ray cluster that runs evaluations when `validator.executor` is `ray`."""
+
+    # The cluster to join: "auto" (a `ray start` on this host) or "HOST:PORT" of the head.
+    address: str = "auto"
+    # Ray namespace of the slot actors; one validator per namespace.
+    namespace: str = "prism"
+    # CPUs each slot asks of Ray (GPUs: sandbox.nproc_per_node on nodes that have them).
+    cpus_per_slot: int = Field(1, ge=1)
+    # Seconds between reads of the cluster's capacity (nodes joining or lost).
+    rescan_s: float = Field(30.0, gt=0)
 
 
 class DashboardSettings(Section):
@@ -297,6 +312,7 @@ class Settings(BaseSettings):
     verification: VerificationSettings = VerificationSettings()
     weights: WeightsSettings = WeightsSettings()
     validator: ValidatorSettings = ValidatorSettings()
+    ray: RaySettings = RaySettings()
     registry: RegistrySettings = RegistrySettings()
     dashboard: DashboardSettings = DashboardSettings()
 

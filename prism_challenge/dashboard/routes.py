@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.params import CorpusQuery, SubmissionId
+from prism_challenge.dashboard.cluster_panel import cluster_html
 from prism_challenge.dashboard.html import esc, page, section
 from prism_challenge.dashboard.journal_page import PAGE, render_journal
 from prism_challenge.dashboard.overview_page import render_overview
@@ -45,9 +46,10 @@ def build(deps: ApiDeps) -> APIRouter:
         with deps.store.session() as session:
             view = load_overview(session, deps.settings, deps.metagraph, corpus=corpus,
                                  queue_rows=cfg.queue_rows)
-        return HTMLResponse(
-            page("PRISM validator", render_overview(view), meta=meta(), refresh_s=cfg.refresh_s)
-        )
+        body = render_overview(view)
+        if deps.cluster is not None:
+            body += cluster_html(deps.cluster())
+        return HTMLResponse(page("PRISM validator", body, meta=meta(), refresh_s=cfg.refresh_s))
 
     @router.get("/dashboard/journal", response_class=HTMLResponse)
     def journal(offset: int = Query(0, ge=0, le=10**9)) -> HTMLResponse:

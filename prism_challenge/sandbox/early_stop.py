@@ -29,8 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from prism_challenge.config.settings import ScoringSettings
+    from prism_challenge.sandbox.record import Budget, RunRecord
 
 LN2 = math.log(2.0)
 
@@ -80,6 +85,35 @@ class EarlyStopPlan:
     budget_bytes: int
     recent_rows: int = 1  # the stretch before a checkpoint where a run beating the leader
     # is left to finish
+
+    def fits(self, budget_rows: int, budget_bytes: int) -> bool:
+        """Whether the plan was made for a run of this budget (a runner checks it before
+        using a plan made elsewhere, e.g. by a cluster's head)."""
+        return (int(self.leader.edges[-1]), self.budget_bytes) == (budget_rows, budget_bytes) \
+            and all(0 < p < budget_rows for p in self.checkpoints)
+
+
+def plan_early_stop(scoring: ScoringSettings, leader_bpb: float, leader_id: int,
+                    leader: RunRecord, *, manifest_sha256: str, lanes: int, budget: Budget
+                    ) -> EarlyStopPlan | None:
+    """The bar a run on this stream (data version, lane count, budget) must be able to
+    clear, from the verified leader's score and record (the validator's own); None when
+    early stop is off or the leader's run cannot be compared position by position (another
+    manifest, budget or stream order, or it did not consume the whole budget)."""
+    cfg = scoring.early_stop
+    same_stream = (leader.manifest_sha256 == manifest_sha256 and leader.lanes == lanes
+                   and leader.budget == budget)
+    if not cfg.enabled or not same_stream or not math.isfinite(leader_bpb):
+        return None
+    curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in leader.batches),
+                                     budget.rows)
+    checkpoints = checkpoint_positions(cfg.checkpoints, budget.rows)
+    if curve is None or not checkpoints:
+        return None
+    return EarlyStopPlan(target_bpb=(1.0 - scoring.dethrone_margin) * leader_bpb, leader=curve,
+                         leader_id=leader_id, checkpoints=checkpoints, max_gain=cfg.max_gain,
+                         budget_bytes=budget.bytes,
+                         recent_rows=max(1, math.ceil(cfg.recent * budget.rows)))
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ class Placement(Model):
     launcher that started training."""
 
     slot: int | None = None  # None: a run outside the validator's slots (`prism eval`)
+    node: str | None = None  # the cluster node that ran it (validator.executor: ray)
     gpus: list[str] = []
     cpus: list[int] = []
     launcher: str

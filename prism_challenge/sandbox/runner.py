@@ -36,7 +36,7 @@ from prism_challenge.sandbox.backends import (
     minimal_env,
 )
 from prism_challenge.sandbox.devices import discover_gpus
-from prism_challenge.sandbox.early_stop import EarlyStopPlan, LeaderCurve, checkpoint_positions
+from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
@@ -258,28 +258,17 @@ class Runner:
             name=f"{name}-eval",
         )
 
+    @property
+    def corpus(self) -> str:
+        """The corpus this runner's data is (what its runs are scored on)."""
+        return self.train.manifest.corpus
+
     def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
                         ) -> EarlyStopPlan | None:
-        """The bar a run must be able to clear, from the verified leader's score and record
-        (the validator's own), or None when early stop is off or the leader's run cannot be
-        compared position by position (another manifest, budget or stream order, or it did
-        not consume the whole budget)."""
-        cfg = self.settings.scoring.early_stop
-        margin = self.settings.scoring.dethrone_margin
-        same_stream = (leader.manifest_sha256 == self.train.manifest.sha256
-                       and leader.lanes == self.order.lanes
-                       and leader.budget == self.budget)
-        if not cfg.enabled or not same_stream or not math.isfinite(leader_bpb):
-            return None
-        curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in leader.batches),
-                                         self.budget_rows)
-        checkpoints = checkpoint_positions(cfg.checkpoints, self.budget_rows)
-        if curve is None or not checkpoints:
-            return None
-        return EarlyStopPlan(target_bpb=(1.0 - margin) * leader_bpb, leader=curve,
-                             leader_id=leader_id, checkpoints=checkpoints,
-                             max_gain=cfg.max_gain, budget_bytes=self.budget.bytes,
-                             recent_rows=max(1, math.ceil(cfg.recent * self.budget_rows)))
+        """The bar a run here must be able to clear (`plan_early_stop` on this stream)."""
+        return plan_early_stop(self.settings.scoring, leader_bpb, leader_id, leader,
+                               manifest_sha256=self.train.manifest.sha256,
+                               lanes=self.order.lanes, budget=self.budget)
 
     def _feeder_plan(self, secret: bytes, early_stop: EarlyStopPlan | None = None
                      ) -> FeederPlan:
@@ -334,7 +323,12 @@ class Runner:
         """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile.
 
         With `early_stop` (fixed by the validator before the run), the feeder stops serving
-        at a checkpoint where the run can no longer take the lead; the record says so."""
+        at a checkpoint where the run can no longer take the lead; the record says so. A plan
+        made for another budget is refused (ValueError) before anything runs."""
+        if early_stop is not None and not early_stop.fits(self.budget_rows, self.budget.bytes):
+            raise ValueError(f"an early-stop plan for {int(early_stop.leader.edges[-1])} rows "
+                             f"and {early_stop.budget_bytes} bytes does not fit this runner's "
+                             f"budget ({self.budget_rows} rows, {self.budget.bytes} bytes)")
         cancel = cancel or threading.Event()
         paths = RunPaths(Path(run_dir))
         paths.create(files)

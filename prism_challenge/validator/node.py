@@ -4,7 +4,9 @@ Everything runs on threads of one process that share one store: the API (uvicorn
 loop, one evaluation worker per slot (each drives a sandbox on its own GPUs and CPU cores, so
 the GIL is not the bottleneck), the epoch loop, the research loop (the registry's LLM
 proposals) and, online, the chain loop (metagraph refresh on a block schedule, intake address
-published when it changed). The node's identity is its wallet's hotkey: submissions are
+published when it changed). With `validator.executor: ray` the slots are a Ray cluster's
+(`cluster.ray_pool`): one worker thread per slot waits on its node while this process stays
+the only writer of the store. The node's identity is its wallet's hotkey: submissions are
 signed for it, and it sets the weights. SIGTERM/SIGINT stop it gracefully: in-flight
 sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is handled at
 the next start by `recovery`.
@@ -25,8 +27,10 @@ from prism_challenge.chain.factory import ChainAccess, connect
 from prism_challenge.chain.subtensor import ChainUnavailable
 from prism_challenge.chain.wallet import WalletError, load_wallet
 from prism_challenge.config.settings import Settings
+from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.metrics.cluster import ClusterCollector
 from prism_challenge.metrics.slots import SlotCollector
 from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
@@ -69,23 +73,33 @@ class ValidatorNode:
         self.store = Store(settings.storage.url)
         backend = make_backend(settings.sandbox.backend,
                                docker_image=settings.sandbox.docker_image)
-        self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
         self.registry = Registry(self.store, settings)
         self.research = ResearchLoop.from_settings(settings, self.registry)
         if reviewer is None and settings.llm.enabled:
             reviewer = LlmReviewer(settings.llm)
         self.gates = GateStage(settings, self.store, reviewer)
-        slots = plan_slots(settings, discover_gpus(settings.sandbox.gpus), host_cpus())
-        health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health")
-        self.rotation = Rotation(settings, slots, health)
-        self.workers = [
-            EvaluationWorker(settings, self.store, self.runner, self.registry,
-                             cancel=self.stop_event, slot=slot, rotation=self.rotation)
-            for slot in slots
-        ]
+        self.cluster = None
+        if settings.validator.executor == "ray":  # only then is Ray imported
+            from prism_challenge.cluster.ray_pool import ClusterPool
+
+            self.cluster = ClusterPool(settings, read_manifest(Path(settings.data.root)))
+            self.workers: list[EvaluationWorker] = []
+            collector = ClusterCollector(self.cluster.usage)
+        else:
+            self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
+            slots = plan_slots(settings, discover_gpus(settings.sandbox.gpus), host_cpus())
+            health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health")
+            self.rotation = Rotation(settings, slots, health)
+            self.workers = [
+                EvaluationWorker(settings, self.store, self.runner, self.registry,
+                                 cancel=self.stop_event, slot=slot, rotation=self.rotation)
+                for slot in slots
+            ]
+            collector = SlotCollector(self.rotation)
         deps = ApiDeps(settings, self.store, self.metagraph, hotkey=self.hotkey,
                        subnet=self.chain.subnet, chain_status=self.chain.status,
-                       slots=SlotCollector(self.rotation))
+                       slots=collector,
+                       cluster=None if self.cluster is None else self.cluster.usage)
         self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
@@ -94,16 +108,19 @@ class ValidatorNode:
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> str:
         swept = Cgroup.sweep_stale()
+        if self.cluster is not None:  # a crashed head's slot actors end before any resume
+            self.workers += [self._remote_worker(slot) for slot in self.cluster.connect()]
         resumed = resume_interrupted(self.store, self.settings.validator.max_attempts)
         resumed += verification_jobs.resume_interrupted(self.store)
-        caught_up = self.workers[0].catch_up_registry()
+        caught_up = EvaluationWorker(self.settings, self.store, None, self.registry
+                                     ).catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
                  "observations checked", swept, len(resumed), caught_up)
         if self.settings.validator.update_check:
             update = check_for_update()
             (log.warning if update.behind else log.info)(update.advice)
         for worker in self.workers:
-            log.info("evaluation %s", worker.slot.describe())
+            log.info("evaluation %s", (worker.slot or worker.runner).describe())
         self.url = self.server.start()
         log.info("intake API listening on %s as validator %s", self.url, self.hotkey)
         self._publish_address()
@@ -113,17 +130,24 @@ class ValidatorNode:
         if self.research is not None:
             loops.append(("research", lambda: self.research.run(self.stop_event)))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
+        if self.cluster is not None:
+            loops.append(("cluster", self._cluster_loop))
         for name, target in loops:
-            thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._spawn(name, target)
         return self.url
+
+    def _spawn(self, name: str, target) -> None:
+        thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         self.stop_event.set()
         for thread in self._threads:
             thread.join(timeout_s)
         self.server.stop()
+        if self.cluster is not None:
+            self.cluster.close()
         self.chain.close()
         self.store.close()
         log.info("validator stopped")
@@ -161,18 +185,34 @@ class ValidatorNode:
             self.stop_event.wait(self.settings.validator.poll_s)
 
     def _worker_loops(self):
-        def make(worker: EvaluationWorker):
-            def loop():
-                while not self.stop_event.is_set():
-                    if worker.run_once() is None:
-                        self.stop_event.wait(self.settings.validator.poll_s)
-            return loop
-        return [make(w) for w in self.workers]
+        return [self._worker_loop(w) for w in self.workers]
+
+    def _worker_loop(self, worker: EvaluationWorker):
+        usable = getattr(worker.runner, "usable", lambda: True)  # a cluster slot may be down
+
+        def loop():
+            while not self.stop_event.is_set():
+                if not usable() or worker.run_once() is None:
+                    self.stop_event.wait(self.settings.validator.poll_s)
+        return loop
+
+    def _remote_worker(self, slot) -> EvaluationWorker:
+        return EvaluationWorker(self.settings, self.store, slot, self.registry,
+                                cancel=self.stop_event, capacity=self.cluster.capacity)
+
+    def _cluster_loop(self) -> None:
+        """Follow the cluster: capacity, lost nodes, refused slots; a worker per new slot."""
+        while not self.stop_event.wait(self.settings.ray.rescan_s):
+            for slot in self.cluster.sync():
+                worker = self._remote_worker(slot)
+                self.workers.append(worker)
+                self._spawn(f"worker-{len(self.workers) - 1}", self._worker_loop(worker))
 
     def _epoch_loop(self) -> None:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
+            slots = len(self.workers) if self.cluster is None else self.cluster.capacity()
             run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter,
-                      slots=len(self.workers))
+                      slots=slots)
 
     def _chain_loop(self) -> None:
         while not self.stop_event.wait(self.settings.chain.poll_s):

@@ -6,7 +6,8 @@ transaction as running -> scored, so two workers (or a restarted validator) can 
 a submission twice. A run that fails on the validator's side goes back to the queue until its
 attempts are spent. Replays come first: they decide who is paid. A node gives each worker its
 own slot (GPUs and cores), held for a whole run or replay; the shared `Rotation` probes the
-slot before it takes one and sends a run that met a host fault to another slot.
+slot before it takes one and sends a run that met a host fault to another slot. The runner
+may also be a cluster slot (`cluster.ray_pool.RemoteSlot`): the same calls, run on a node.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
+from prism_challenge.sandbox.early_stop import EarlyStopPlan
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
@@ -42,7 +45,8 @@ log = logging.getLogger("prism.validator")
 class EvaluationWorker:
     def __init__(self, settings: Settings, store: Store, runner: Runner,
                  registry: Registry | None, *, cancel: threading.Event | None = None,
-                 slot: Slot | None = None, rotation: Rotation | None = None) -> None:
+                 slot: Slot | None = None, rotation: Rotation | None = None,
+                 capacity: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner if slot is None else runner.on_slot(slot)
@@ -51,12 +55,15 @@ class EvaluationWorker:
         self.work_dir = Path(settings.validator.work_dir)
         self.slot = slot
         self.rotation = rotation if slot is not None else None
+        self.capacity = capacity  # the slots a cluster has now (validator.executor: ray)
 
     def _lease(self):
         """Own the slot for a whole job (nothing else runs on its devices meanwhile)."""
         return self.slot.lease() if self.slot is not None else nullcontext()
 
     def _slot_count(self) -> int | None:
+        if self.capacity is not None:
+            return self.capacity()
         return len(self.rotation.slots) if self.rotation is not None else None
 
     def claim(self, *, admitted: bool = False) -> int | None:
@@ -150,15 +157,12 @@ class EvaluationWorker:
         with self.store.session() as s:
             row = s.get(Submission, sid)
             bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
-            leader = leader_to_beat(s, self.settings.scoring, self.runner.train.manifest.corpus,
-                                    sid)
-        early_stop = None if leader is None else self.runner.early_stop_plan(
-            leader[0].bpb, leader[0].submission_id, leader[1])
         run_dir = self.work_dir / f"{sid}-{attempt}"
         where = f" on {self.slot.describe()}" if self.slot is not None else ""
         log.info("submission %s: attempt %s%s", sid, attempt, where)
         started = time.monotonic()
-        try:
+        try:  # from here on, whatever fails on our side sends the submission back
+            early_stop = self._early_stop_plan(sid)
             with self._lease():
                 record = self.runner.run(bundle.files, bundle.digest, run_dir,
                                          cancel=self.cancel, early_stop=early_stop)
@@ -174,6 +178,16 @@ class EvaluationWorker:
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         self._score(sid, attempt, bundle, record)
+
+    def _early_stop_plan(self, sid: int) -> EarlyStopPlan | None:
+        """The bar this run must be able to clear, fixed before it starts from the store and
+        the runner's data version (a cluster slot answers with the head's own data)."""
+        with self.store.session() as s:
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.corpus, sid)
+        if leader is None:
+            return None
+        entry, record = leader
+        return self.runner.early_stop_plan(entry.bpb, entry.submission_id, record)
 
     def _blame_host(self, record: RunRecord, started: float) -> RunRecord:
         """A crash or a hang on a slot whose GPUs logged a hardware Xid meanwhile, or whose

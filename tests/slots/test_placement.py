@@ -168,7 +168,7 @@ def test_two_slots_of_two_gpus_each_see_only_their_pair_concurrently(gpu_host, p
         record = records[slot.index]
         assert record.exit_reason == "ok", record.exit_detail
         assert record.placement.model_dump() == {
-            "slot": slot.index, "gpus": pair, "cpus": [slot.index],
+            "slot": slot.index, "node": None, "gpus": pair, "cpus": [slot.index],
             "launcher": "torch.distributed.run --standalone --nproc_per_node=2"}
         train = seen(tmp_path / f"run{slot.index}" / "scratch")
         evals = seen(tmp_path / f"run{slot.index}" / "eval_scratch")
