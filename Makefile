@@ -49,5 +49,8 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# One pytest worker per core (up to 4): a sandboxed run is one busy process at a time, and
+# work-stealing keeps both cores busy to the end. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= auto
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist worksteal
