@@ -7,6 +7,7 @@ Each node has its own data root and work dir through its environment, as on real
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ class TwoNodes:
     cluster: object  # ray.cluster_utils.Cluster
     head: object  # ray._private.node.Node
     worker: object
+    work: Path  # the nodes' work dirs: every sandbox of this cluster runs under it
 
     @property
     def address(self) -> str:
@@ -45,6 +47,6 @@ def ray_cluster(prepared_data, tmp_path_factory):
     cluster = Cluster(initialize_head=True,
                       head_node_args={**node("head"), "include_dashboard": False})
     worker = cluster.add_node(**node("worker"))
-    yield TwoNodes(cluster, cluster.head_node, worker)
+    yield TwoNodes(cluster, cluster.head_node, worker, work)
     cluster.shutdown()
     env.undo()

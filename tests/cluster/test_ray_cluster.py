@@ -75,7 +75,7 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
         run = threading.Thread(target=stopping.run_once)
         run.start()
         deadline = time.monotonic() + 120
-        while not _sandboxes_of(bundles[0].digest):  # its sandbox has started
+        while not _sandboxes_of(bundles[0].digest, ray_cluster):  # its sandbox has started
             assert run.is_alive() and time.monotonic() < deadline
             time.sleep(0.2)
         stop.set()
@@ -142,7 +142,7 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
                              str(tmp_path / "old.json")], cwd=HERE, env=os.environ.copy())
     try:
         deadline = time.monotonic() + 180
-        while not _sandboxes_of(bundle.digest):  # its run is in a sandbox on a node
+        while not _sandboxes_of(bundle.digest, ray_cluster):  # its run is in a sandbox on a node
             assert dead.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
     finally:
@@ -167,7 +167,7 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
             assert row.reason == "resumed after an interrupted attempt 1"
         deadline = time.monotonic() + 120
         while sum(len(u.refused) for u in node.cluster.usage()) < 2 or \
-                _sandboxes_of(bundle.digest):
+                _sandboxes_of(bundle.digest, ray_cluster):
             assert time.monotonic() < deadline, node.cluster.usage()
             time.sleep(0.5)
         time.sleep(1.0)  # several worker polls: none may claim the submission
@@ -195,15 +195,17 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
         node.stop()
 
 
-def _sandboxes_of(digest: str) -> list[int]:
-    """bubblewrap processes running a run directory of this bundle (named by its digest)."""
+def _sandboxes_of(digest: str, cluster) -> list[int]:
+    """bubblewrap processes of this cluster's nodes running a run directory of this bundle
+    (named by its digest); another test process's cluster may run the same bundle."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv[0].endswith(b"bwrap") and any(digest[:12].encode() in a for a in argv):
+        if argv[0].endswith(b"bwrap") and any(digest[:12].encode() in a for a in argv) \
+                and any(str(cluster.work).encode() in a for a in argv):
             found.append(int(proc.name))
     return found
 
@@ -231,7 +233,7 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_sto
         run = threading.Thread(target=workers[doomed].run_once)
         run.start()
         deadline = time.monotonic() + 120
-        while not _sandboxes_of(bundle.digest):  # the job is in a sandbox on the worker node
+        while not _sandboxes_of(bundle.digest, ray_cluster):  # in a sandbox on the worker node
             assert run.is_alive() and time.monotonic() < deadline
             time.sleep(0.2)
         ray_cluster.worker.all_processes["raylet"][0].process.kill()
