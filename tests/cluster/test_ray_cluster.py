@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -195,6 +196,15 @@ def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(
         node.stop()
 
 
+def _ray_worker_of(pid: int) -> int:
+    """The Ray worker process a sandbox descends from (its proctitle starts with `ray::`)."""
+    while pid > 1:
+        if (Path("/proc") / str(pid) / "cmdline").read_bytes().startswith(b"ray::"):
+            return pid
+        pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    raise AssertionError("the sandbox does not descend from a Ray worker")
+
+
 def _sandboxes_of(digest: str, cluster) -> list[int]:
     """bubblewrap processes of this cluster's nodes running a run directory of this bundle
     (named by its digest); another test process's cluster may run the same bundle."""
@@ -236,7 +246,11 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_sto
         while not _sandboxes_of(bundle.digest, ray_cluster):  # in a sandbox on the worker node
             assert run.is_alive() and time.monotonic() < deadline
             time.sleep(0.2)
+        # the host goes away: its raylet and the Ray worker running the job, at once (a
+        # worker outliving its raylet by a few seconds could still hand its result back)
         ray_cluster.worker.all_processes["raylet"][0].process.kill()
+        for pid in {_ray_worker_of(pid) for pid in _sandboxes_of(bundle.digest, ray_cluster)}:
+            os.kill(pid, signal.SIGKILL)
         run.join(120)
         assert not run.is_alive()
         with store.session() as s:

@@ -151,7 +151,8 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
     assert record.consumed.rows == 24 and "stopped early at 21%" in record.exit_detail
     assert stop.bound_bpb > stop.target_bpb
     with store.session() as s:
-        assert s.get(Score, hopeless).detail["censored"] and s.get(Score, hopeless).eligible
+        score = s.get(Score, hopeless)
+        assert score.detail["censored"] and score.eligible, score.detail
         assert s.get(Verification, hopeless) is None  # never a contender
         board = load_leaderboard(s, settings.scoring)
     assert board.leader.submission_id == honest
