@@ -44,7 +44,7 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _gap_reason(gap: float, tail: float | None, record: RunRecord,
+def _gap_reason(gap: float, tail: float | None, held: float | None,
                 settings: ScoringSettings) -> str:
     """Why a held-out bpb far above the stream's best window is not scored.
 
@@ -53,7 +53,6 @@ def _gap_reason(gap: float, tail: float | None, record: RunRecord,
     that read its targets early and then "diverged" would otherwise keep its early windows."""
     head = (f"gap: the target-absent held-out bpb is {gap:.4f} above the stream's best window "
             f"(zeroed at {settings.gap_zero:g})")
-    held = record.eval.val_bpb_trained if record.eval else None
     if tail is not None and held is not None and tail >= held - settings.gap_zero:
         return (f"{head}: the run diverged (its stream's tail is {tail:.4f} bpb, its held-out "
                 f"{held:.4f}); a run whose loss rises past its best is not scored")
@@ -80,14 +79,14 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
             f"(exit: {record.exit_reason})"
         )
     tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
+    held = record.eval.val_bpb_trained if record.eval else None
     if gap is not None and gap >= settings.gap_zero:
-        reasons.append(_gap_reason(gap, tail, record, settings))
+        reasons.append(_gap_reason(gap, tail, held, settings))
     elif fraction > 0:
         notes.append(
             f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
             "way to the know-nothing score"
         )
-    held = record.eval.val_bpb_trained if record.eval else None
     if tail is not None and held is not None and tail - held > settings.gap_zero:
         notes.append(
             f"flag: the held-out bpb {held:.4f} is far below the stream's tail {tail:.4f}: "
