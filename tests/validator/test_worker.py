@@ -116,8 +116,15 @@ def _verification(store, sid):
 def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_data):
     """Honest run: scored, queued for replay as the would-be leader, replayed, leads. A
     stealthy peeker that beats it: scored eligible, replayed, fails, never leads. Then a
-    collapsed model is stopped early against that leader: censored, never a contender."""
+    collapsed model is stopped early against that leader: censored, never a contender.
+
+    The collapsed model pays about 10 nats a token (some 5 bpb): a model much more confident
+    than that has a held-out bpb whose sampling noise alone crosses the gap gate. With
+    `max_gain` 0.1 it is still far enough behind the leader to be stopped at 20%."""
     settings = _settings(tmp_path)
+    scoring = settings.scoring.model_copy(update={
+        "early_stop": settings.scoring.early_stop.model_copy(update={"max_gain": 0.1})})
+    settings = settings.model_copy(update={"scoring": scoring})
     runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
     worker = EvaluationWorker(settings, store, runner, registry=None)
     honest = _queued(store, "honest")
@@ -143,7 +150,7 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
     assert cheat not in [x.entry.submission_id for x in board.standings]
     assert _record(store, cheat).stopped_early is None  # judged against the leader, kept
 
-    hopeless = _queued(store, "hopeless", files=sandbox_bundle("constant", CONFIDENCE="30"))
+    hopeless = _queued(store, "hopeless", files=sandbox_bundle("constant", CONFIDENCE="10"))
     assert worker.run_once() == hopeless
     record = _record(store, hopeless)
     stop = record.stopped_early
