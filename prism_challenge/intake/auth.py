@@ -61,3 +61,6 @@ def authenticate(headers: Mapping[str, str], body: bytes, *, target: str, receiv
             if isinstance(exc, kind):
                 raise ApiError(status, rule, f"{exc}{hint}") from None
         raise ApiError(401, "AUTH_HEADERS", str(exc)) from None
+    except UnicodeEncodeError:  # a lone surrogate: text no client could have signed
+        raise ApiError(401, "AUTH_HEADERS", "an auth header or the request target is not "
+                       "valid text (it cannot be encoded as UTF-8)") from None

@@ -40,7 +40,7 @@ _BODY_DOC = {
         ),
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     },
-    # Read by `SignedHeaders.parse`, not by FastAPI; listed so that the schema shows them.
+    # Read by `intake.auth.authenticate`, not by FastAPI; listed so that the schema shows them.
     "parameters": [
         {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
         for name in HEADERS

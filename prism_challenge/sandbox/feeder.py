@@ -14,7 +14,6 @@ replay reports is compared with what the original run committed to (see `replay.
 
 from __future__ import annotations
 
-import json
 import math
 import socket
 import threading
@@ -32,6 +31,15 @@ from prism_challenge.sandbox.stream_order import LaneOrder
 MAX_BATCH_BYTES = 1 << 28  # one reply's rows at most: 256 MiB (65k rows at seq_len 1024)
 MAX_FINISH_BYTES = 2 << 20  # axes + bounded telemetry
 MAX_CONTROL_BYTES = 1 << 12
+
+
+def _int(header: dict, key: str) -> int:
+    """A header's integer field: a JSON integer, nothing coerced into one (`1.5`, `"1"`,
+    `Infinity`, `true` are refused as the harness's error)."""
+    value = header[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {type(value).__name__}")
+    return value
 
 
 class FeederFailure(RuntimeError):
@@ -161,8 +169,8 @@ class Feeder:
             return MAX_FINISH_BYTES
         if op == "loss":
             try:
-                served = self.state.served.get((int(header["step"]), int(header["rank"])))
-            except (KeyError, TypeError, ValueError):
+                served = self.state.served.get((_int(header, "step"), _int(header, "rank")))
+            except (KeyError, ValueError):
                 return 0
             return 0 if served is None else served.scored.size * 4
         return MAX_CONTROL_BYTES
@@ -185,8 +193,9 @@ class Feeder:
                     with self._lock:
                         self.state.infra_error = str(exc)[:500]
                     return
-                except (KeyError, TypeError, ValueError) as exc:
-                    self._problem(f"bad request {header.get('op')!r}: {exc}")
+                except (LookupError, TypeError, ValueError, ArithmeticError,
+                        protocol.ProtocolError) as exc:  # what the harness sent is wrong
+                    self._problem(f"bad request {repr(header.get('op'))[:40]}: {exc}")
                     reply, body = {"error": f"bad request: {exc}"}, b""
                 except Exception as exc:  # our side broke (e.g. a shard read): infra, not crash
                     with self._lock:
@@ -203,7 +212,7 @@ class Feeder:
 
     def _bind(self, bound: int | None, header: dict) -> int:
         """One connection per rank, claimed by its hello; other ranks' messages are refused."""
-        rank = int(header["rank"])
+        rank = _int(header, "rank")
         if bound is None:
             if header.get("op") != "hello":
                 raise ValueError("the first message must be hello")
@@ -223,7 +232,7 @@ class Feeder:
 
     def _handle(self, header: dict, payload: bytes) -> tuple[dict | None, bytes]:
         op = header["op"]
-        rank = int(header["rank"])
+        rank = _int(header, "rank")
         if not 0 <= rank < self.plan.world_size:
             raise ValueError(f"rank {rank} outside world size {self.plan.world_size}")
         if op == "hello":
@@ -240,15 +249,15 @@ class Feeder:
                 left = self.state.deadline_at - time.monotonic()
             return {"deadline_s": max(0.0, left)}, b""
         if op == "loss":
-            self._record_loss(rank, int(header["step"]), payload)
+            self._record_loss(rank, _int(header, "step"), payload)
             return None, b""
         if op == "probe":
-            self._record_probe(rank, int(header["step"]), header["nats"])
+            self._record_probe(rank, _int(header, "step"), header["nats"])
             return None, b""
         if op == "next":
-            return self._next(rank, int(header["step"]), int(header["rows"]))
+            return self._next(rank, _int(header, "step"), _int(header, "rows"))
         if op == "finish":
-            body = json.loads(payload) if payload else {}
+            body = protocol.parse_json(payload, "the finish body") if payload else {}
             if not isinstance(body, dict):
                 raise ValueError("the finish body is not an object")
             with self._lock:
@@ -302,8 +311,10 @@ class Feeder:
                              f"{MAX_BATCH_BYTES // ((self.plan.seq_len + 1) * 4)} rows")
         with self._lock:
             st = self.state
-            if step > len(st.steps):
-                raise ValueError(f"step {step} requested before step {len(st.steps)}")
+            if not 0 <= step <= len(st.steps):
+                raise ValueError(f"step {step} requested, the next step is {len(st.steps)}")
+            if (step, rank) in st.served:  # the same rows twice: trained on, then scored
+                raise ValueError(f"step {step} was already served to rank {rank}")
             if step == len(st.steps):
                 st.steps.append(self._allocate(step, rows))
             alloc = st.steps[step]

@@ -8,6 +8,8 @@ The receiving side bounds what it reads: the header is at most `MAX_HEADER` byte
 payload at most what `max_payload` allows for that header (a number, or a function of the
 header, so that each message kind has its own limit). A frame over a limit is refused
 before its payload is read, so no message can grow the reader's memory past a fixed bound.
+Whatever the peer sends, `recv` answers with a frame, a `ProtocolError` (not a valid frame,
+or over a limit), or a `ConnectionError` (the peer closed before a whole frame arrived).
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def parse_json(raw: bytes, what: str):
+    """`raw` as JSON, or a `ProtocolError`: the decoder's own refusals (bad syntax or
+    encoding, an integer past Python's digit limit, nesting past the recursion limit) are
+    all the peer's fault."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError too
+        raise ProtocolError(f"{what} is not JSON: {str(exc)[:200]}") from None
+
+
 def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -> None:
     if len(payload):
         header = {**header, "payload": len(payload)}
@@ -54,10 +66,7 @@ def recv(sock: socket.socket, max_payload: PayloadLimit = MAX_PAYLOAD) -> tuple[
     (size,) = struct.unpack(">I", _recv_exact(sock, 4))
     if size > MAX_HEADER:
         raise ProtocolError(f"header of {size} bytes is too large")
-    try:
-        header = json.loads(_recv_exact(sock, size))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from None
+    header = parse_json(_recv_exact(sock, size), "header")
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     n = header.get("payload", 0)
@@ -65,6 +74,7 @@ def recv(sock: socket.socket, max_payload: PayloadLimit = MAX_PAYLOAD) -> tuple[
         raise ProtocolError("bad payload length")
     limit = max_payload(header) if callable(max_payload) else max_payload
     if n > min(limit, MAX_PAYLOAD):
-        raise ProtocolError(f"a {header.get('op', 'message')!r} payload of {n} bytes is over "
-                            f"its limit of {min(limit, MAX_PAYLOAD)}")
+        op = repr(header.get("op", "message"))[:40]
+        raise ProtocolError(f"a {op} payload of {n} bytes is over its limit of "
+                            f"{min(limit, MAX_PAYLOAD)}")
     return header, _recv_exact(sock, n) if n else b""

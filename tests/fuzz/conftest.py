@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import bittensor
 import httpx
 import pytest
-from fuzz_kit import valid_files
+from fuzz_kit import CommitCounter, make_wallet, valid_files
 
 from prism_challenge.api import ApiDeps, ApiServer, create_app
 from prism_challenge.bundle import Bundle
@@ -24,12 +23,6 @@ from prism_challenge.storage import Store
 NETUID = 7
 
 
-def make_wallet(root: Path, name: str) -> bittensor.Wallet:
-    wallet = bittensor.Wallet(name=name, hotkey="default", path=str(root))
-    wallet.create_new_hotkey(use_password=False, overwrite=True, suppress=True)
-    return wallet
-
-
 @dataclass
 class FuzzNode:
     """A live node and what a fuzzing test needs to judge its answers."""
@@ -41,12 +34,7 @@ class FuzzNode:
     receiver: str  # the node's own hotkey: requests are signed for it
     ledger: LocalLedger
     wallets: dict[str, bittensor.Wallet]
-
-    def data_version(self) -> int:
-        """SQLite's commit counter as seen from another connection: it moves iff some other
-        connection committed a change, so an unchanged value proves nothing was written."""
-        with sqlite3.connect(self.db) as conn:
-            return conn.execute("PRAGMA data_version").fetchone()[0]
+    data_version: CommitCounter  # unchanged across a request: the request wrote nothing
 
     def signed(self, signer, body: bytes) -> dict[str, str]:
         """Commit sha256(body) for `signer` (as `prism submit` does), then sign for this node,
@@ -75,10 +63,14 @@ def fuzz_node(tmp_path_factory) -> FuzzNode:
                                           hotkey=receiver, subnet=ledger)))
     url = server.start()
     node = FuzzNode(url=url, db=db, miner=miner, stranger=stranger, receiver=receiver,
-                    ledger=ledger, wallets={w.hotkey.ss58_address: w for w in wallets.values()})
+                    ledger=ledger, wallets={w.hotkey.ss58_address: w for w in wallets.values()},
+                    data_version=CommitCounter(db))
+    before = node.data_version()
     body = Bundle(valid_files("seed")).to_wire()
     seeded = httpx.post(f"{url}/v1/submissions", content=body, headers=node.signed(miner, body))
     assert seeded.status_code == 201, seeded.text
+    assert node.data_version() != before  # the counter sees the server's writes
     yield node
+    node.data_version.close()
     server.stop()
     store.close()
