@@ -46,9 +46,10 @@ def _pool(settings, data_root):
     return pool
 
 
-def _scores(store) -> dict[str, tuple[float, float | None]]:
+def _scores(store) -> dict[str, tuple[float, float | None, dict]]:
+    """digest -> (bpb, prequential bpb, the whole detail, which a failed comparison shows)."""
     with store.session() as s:
-        return {sub.digest: (score.bpb, score.detail["prequential_bpb"])
+        return {sub.digest: (score.bpb, score.detail["prequential_bpb"], score.detail)
                 for sub, score in s.query(Submission, Score).join(
                     Score, Score.submission_id == Submission.id)}
 
@@ -110,10 +111,10 @@ def test_two_bundles_on_two_nodes_score_as_the_local_executor(ray_cluster, store
         local_store.close()
     got = _scores(store)
     assert set(got) == set(want) == {b.digest for b in bundles}
-    assert got[bundles[0].digest] != pytest.approx(got[bundles[1].digest], abs=1e-3)
-    for digest, (bpb, prequential) in want.items():
-        assert got[digest][0] == pytest.approx(bpb, abs=1e-6)
-        assert got[digest][1] == pytest.approx(prequential, abs=1e-6)
+    assert got[bundles[0].digest][0] != pytest.approx(got[bundles[1].digest][0], abs=1e-3)
+    for digest, (bpb, prequential, detail) in want.items():
+        assert got[digest][1] == pytest.approx(prequential, abs=1e-6), (got[digest][2], detail)
+        assert got[digest][0] == pytest.approx(bpb, abs=1e-6), (got[digest][2], detail)
 
 
 def test_head_restart_ends_the_dead_heads_runs_and_refuses_nodes_on_other_data(

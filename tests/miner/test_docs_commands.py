@@ -19,6 +19,7 @@ from miner_kit import EXAMPLES, ROOT, prism, prism_in_process
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.replay import ReplayRecord
 
 GUIDE = ROOT / "docs" / "miners.md"
 OPERATOR_GUIDE = ROOT / "docs" / "validators.md"
@@ -70,6 +71,12 @@ def test_guide_check_and_eval_run_as_written(tiny_config, prepared_data, tmp_pat
     score = json.loads((out / "score.json").read_text())
     assert score["score"]["eligible"] and score["val_source"].startswith("the val split")
     assert (out / "learning_curve.png").is_file()
+    # the baseline's replay reproduces it exactly on the CPU and agrees at every probe
+    assert score["verification"]["passed"], score["verification"]
+    replay = ReplayRecord.model_validate_json((out / "replay.json").read_text())
+    assert replay.batch_max_rel_diff == 0.0
+    assert replay.probes.compared > 0 and replay.probes.mismatched == 0
+    assert replay.snapshots.compared > 0 and replay.snapshots.mismatched == 0
 
 
 def test_guide_example_table_matches_the_examples():

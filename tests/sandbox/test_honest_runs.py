@@ -100,8 +100,9 @@ def test_early_return_is_charged_for_unconsumed_tokens(run):
 def test_compiled_forward_runs_in_the_sandbox_and_its_replay_agrees(make_runner, tmp_path):
     """`ctx.batches(compile=True)`: inductor builds inside the sandbox (gcc from the read-only
     /usr, caches in /scratch, which must hold its ~100 MB), and the replay (which compiles
-    the snapshots' model too) reproduces the record."""
-    files = bundle("tiny")
+    the snapshots' model too) reproduces the record. The model is a bigram: every sandbox
+    builds its kernels with gcc, and each kernel costs seconds."""
+    files = bundle("bigram")
     files["training.py"] = files["training.py"].replace(b"ctx.batches(8)",
                                                         b"ctx.batches(8, compile=True)")
     runner = make_runner(tiny_settings(challenge={"deadline_s": 180.0}, disk_bytes=2**30))

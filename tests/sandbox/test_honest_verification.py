@@ -1,11 +1,13 @@
-"""Honest bundles stay eligible and verified: the baseline, and every honest design whose
-replay could plausibly differ from its original (another optimiser, dropout's RNG, bf16
-autocast with gradient accumulation, MoE routing, a recurrent and a convolutional mixer), is
-replayed, reproduced exactly on the CPU, and agrees at every probed position.
+"""Honest bundles stay eligible and verified: every honest design whose replay could
+plausibly differ from its original (another optimiser, dropout's RNG, bf16 autocast with
+gradient accumulation, MoE routing, a recurrent and a convolutional mixer) is replayed,
+reproduced exactly on the CPU, and agrees at every probed position.
 
-The other honest bundles (plain GPT, MLP mixer, the small-batch and conv-mixer examples) are
-trained and screened for causality by tests/gates/test_honest_corpus.py and run end to end by
-the miner CLI tests; replaying them here too would add minutes and no new kind of state."""
+The baseline's replay is checked the same way by the miners' guide test
+(tests/miner/test_docs_commands.py runs `prism eval examples/baseline` as written). The other
+honest bundles (plain GPT, MLP mixer, the small-batch and conv-mixer examples) are trained and
+screened for causality by tests/gates/test_honest_corpus.py and run end to end by the miner
+CLI tests; replaying them here too would add minutes and no new kind of state."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from prism_challenge.scoring.verification import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = ROOT / "tests" / "fixtures" / "honest"
-BUNDLES = [ROOT / "examples" / "baseline", ROOT / "examples" / "muon"] + [
+BUNDLES = [ROOT / "examples" / "muon"] + [
     HONEST / name for name in ("gpt_dropout", "grad_accum_bf16", "moe", "lstm", "causal_conv")]
 
 

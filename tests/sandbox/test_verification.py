@@ -39,9 +39,10 @@ def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
     assert score.eligible, score.reasons  # a non-contender would keep this provisional score
     assert not v.passed
     assert replay.probes.mismatched >= 1
-    # a peeked loss is ~0 on one side of the comparison and several nats on the other (which
-    # side depends on where the stateful guard chose to peek in each run)
-    assert any(abs(e.recorded - e.recomputed) > 5 for e in replay.probes.examples)
+    # a peeked loss is ~0 on one side of the comparison and the honest loss on the other (which
+    # side depends on where the stateful guard chose to peek in each run): 4.5-7 nats seen,
+    # where the drift of the weights after a peek moves a loss by a few tenths at most
+    assert any(abs(e.recorded - e.recomputed) > 1 for e in replay.probes.examples)
     assert any(r.startswith("probe:") for r in v.reasons)
 
 
