@@ -12,8 +12,10 @@ an original submitted in the same epoch (a leaky validator). Each validator then
 - gates near-copies in its gating order: by commitment block (`--precedence block`, this
   code) or by arrival (`--precedence arrival`, the rule before commitments), the copy of a
   standing bundle being refused;
+- replays each of its runs (the contender replay) and marks it verified one to
+  1 + `--max-delay` epochs after scoring it: only a verified run may lead;
 - every epoch builds its weights with the real `build_plan` (epsilon grid, dethrone margin,
-  payout split) over what it has scored.
+  payout split, verified leaders only) over what it has scored.
 
 Printed per configuration: the fraction of epochs in which all validators pick the same
 leader, and the mean pairwise cosine of their weight vectors. With `--sweep` it tries a
@@ -104,6 +106,10 @@ class Validator:
             for pos, s in enumerate(order):
                 self.arrival[s.index] = epoch + pos / (len(order) + 1)
         self.scored_at = {s.index: s.epoch + rng.randint(0, max_delay) for s in subs}
+        # a contender leads only once its replay passed: on this validator, one to
+        # 1 + max_delay epochs after its score (every simulated run is honest, so it passes)
+        self.verified_at = {i: at + 1 + rng.randint(0, max_delay)
+                            for i, at in self.scored_at.items()}
         self.measured = {s.index: (s.true_bpb * (1 + rng.gauss(0, noise)),
                                    s.true_delta + rng.gauss(0, 10 * noise)) for s in subs}
         self.rejected = self._gate(subs)
@@ -135,7 +141,8 @@ class Validator:
                 submission_id=s.index + 1, hotkey=f"hk{s.miner}", digest=f"{s.index:064x}",
                 accepted_at=self.arrival[s.index], block=s.index if by_block else None,
                 uid=s.miner if by_block else None, bpb=bpb, heldout_delta=delta,
-                eligible=True, corpus="fineweb", scored_at=float(self.scored_at[s.index])))
+                eligible=True, corpus="fineweb", scored_at=float(self.scored_at[s.index]),
+                verification="passed" if epoch >= self.verified_at[s.index] else "queued"))
         return out
 
 
