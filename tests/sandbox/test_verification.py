@@ -30,10 +30,13 @@ def verify(runner, tmp_path):
 
 
 def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
-    """Peeks at ~3% of positions only when the batch and the one before it are new: the
+    """Peeks at ~6% of positions only when the batch and the one before it are new: the
     causality probe (variations of one batch) never sees it, the gap only dents it; the
-    replay's target-absent probes find the positions it read."""
-    record, score, replay, v = verify(bundle("peek", EVERY="32", GUARD="5"))
+    replay's target-absent probes find the positions it read. The replay probes ~92
+    positions, which miss every peeked one with probability (15/16)^92, about 0.3% (at 3%,
+    (31/32)^92 is about 5%: the replay then fails on the drift the peeks caused, if at all;
+    benchmarks/probe_catch_rate.py measures that rate)."""
+    record, score, replay, v = verify(bundle("peek", EVERY="16", GUARD="5"))
     assert record.exit_reason == "ok" and record.eval.exit_reason == "ok"
     assert record.eval.probe_trained.ok and record.eval.probe_twin.ok
     assert score.eligible, score.reasons  # a non-contender would keep this provisional score
