@@ -29,7 +29,7 @@ from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
 from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.harness.lm_loss import summed_nats
+from prism_challenge.sandbox.harness.lm_loss import token_nats
 from prism_challenge.sandbox.runner import Runner
 
 WARMUP = 5
@@ -71,7 +71,7 @@ class BareContext:
             row += n
             x, y = block[:, :-1], block[:, 1:]
             self.model.train()
-            nats = summed_nats(self.model(x), y, self.sep)
+            nats = token_nats(self.model(x), y, self.sep).sum()
             tokens = int((y != self.sep).sum())
             self._stamp()
             yield SimpleNamespace(inputs=x, targets=y, loss=nats / max(tokens, 1))
