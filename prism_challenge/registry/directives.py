@@ -8,13 +8,16 @@ the same sha256 digest (served as `X-Prism-Program-Digest`).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 
 from prism_challenge.registry.allocation import Allocation, allocate
+from prism_challenge.registry.credit import design_of
 from prism_challenge.registry.evidence import parse_stratum
 from prism_challenge.registry.hypotheses import (
     Interaction,
     SingleFactor,
     Threshold,
+    axes_of,
     cell_assignment,
     cells_of,
 )
@@ -134,15 +137,61 @@ def best_guess(state: RegistryState, cfg) -> dict[str, str]:
     return guess
 
 
+def fitted_guess(state: RegistryState, sweeps: int = 8) -> dict[str, str]:
+    """Per claimed axis, the arm an additive model of the recent eligible runs finds best
+    (bpb = sum of one effect per arm of every axis, fitted by backfitting). Matched
+    contrasts are few early on (a run serves one pair claim, and most runs find no partner),
+    while every run carries a little information on every axis: the fit points somewhere
+    long before the claims do. It only steers the exploit population's starting design and
+    is never evidence; matched evidence (best guess, leaning, recipe) overrides it. Each
+    (hotkey, design) counts once, at its mean bpb, so copies weigh nothing extra; an axis
+    needs two arms seen in at least two such groups. Pure arithmetic in a fixed order: the
+    same ledger gives the same guess on any machine."""
+    claimed = {a for h in state.live() if not isinstance(h.spec, Interaction)
+               for a in axes_of(h.spec)}
+    groups: dict[tuple[str, str], list] = {}
+    for r in state.recent:
+        g = groups.setdefault((r["hotkey"], design_of(r["arms"])), [r["arms"], 0.0, 0])
+        g[1] += r["bpb"]
+        g[2] += 1
+    runs = [(arms, total / n) for arms, total, n in groups.values()]
+    if len(runs) < 4:
+        return {}
+    axes = sorted({a for arms, _ in runs for a in arms})
+    counts = {a: Counter(arms[a] for arms, _ in runs if a in arms) for a in axes}
+    effect: dict[str, dict[str, float]] = {a: dict.fromkeys(counts[a], 0.0) for a in axes}
+    fit = [0.0] * len(runs)  # the model's current prediction for each group
+    for _ in range(sweeps):  # Gauss-Seidel over the axes: each arm's mean residual
+        for a in axes:
+            sums = dict.fromkeys(effect[a], 0.0)
+            for i, (arms, bpb) in enumerate(runs):
+                if a in arms:
+                    sums[arms[a]] += bpb - fit[i] + effect[a][arms[a]]
+            new = {arm: sums[arm] / counts[a][arm] for arm in sums}
+            for i, (arms, _) in enumerate(runs):
+                if a in arms:
+                    fit[i] += new[arms[a]] - effect[a][arms[a]]
+            effect[a] = new
+    out = {}
+    for a in sorted(claimed & set(axes)):
+        seen = {arm: v for arm, v in effect[a].items() if counts[a][arm] >= 2}
+        if len(seen) >= 2:
+            out[a] = min(sorted(seen), key=seen.__getitem__)
+    return out
+
+
 def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict) -> dict:
-    """The `population` part of a hotkey's brief, over the global `doc` of the same state."""
-    ids, fallback = focus(state, who, alloc.scores, cfg)
+    """The `population` part of a hotkey's brief, over the global `doc` of the same state.
+    The exploit design: the leader's, then the fitted guess, the best guess from matched
+    evidence, leaning and settled recipes, each overriding the one before."""
+    start = {**state.best_arms, **fitted_guess(state), **best_guess(state, cfg),
+             **doc["leaning"], **doc["recipe"]}
+    ids, fallback = focus(state, who, alloc.scores, cfg, start)
     rows = {r["id"]: r for r in doc["explore"]}
     total = sum(alloc.shares.get(k, 0.0) for k in ids)
     chosen = [{"id": k, "statement": rows[k]["statement"],
                "share": round(alloc.shares.get(k, 0.0) / total, 4) if total else 0.0,
                "open": rows[k]["open"][:5]} for k in ids if k in rows]
-    start = {**state.best_arms, **best_guess(state, cfg), **doc["leaning"], **doc["recipe"]}
     return {
         "hotkey": who.hotkey, "index": who.index, "count": who.count, "kind": who.kind,
         "epoch": who.epoch, "salt": who.salt, "why": who.why,
