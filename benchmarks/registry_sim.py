@@ -115,6 +115,12 @@ def value_of(axis: str, arm: str):
     return arm if arm in CHOICES.get(axis, []) else None
 
 
+def _same(axis: str, arm: str, want: str) -> bool:
+    """A bucket and a bound ("0.001-0.01", ">=0.001") that set the same value agree."""
+    return arm == want or value_of(axis, arm) is not None and (
+        value_of(axis, arm) == value_of(axis, want))
+
+
 def overlay(config: dict, arms: dict) -> None:
     for axis, arm in arms.items():
         v = value_of(axis, arm)
@@ -182,7 +188,7 @@ def directed_config(doc: dict, rng: random.Random) -> dict:
     if row is None:
         return config
     for cell in rows[row["id"]]["open"]:
-        if all(cell["stratum"].get(a, arm) == arm for a, arm in start.items()
+        if all(_same(a, cell["stratum"].get(a, arm), arm) for a, arm in start.items()
                if a not in cell["set"]):
             overlay(config, cell["stratum"])
             overlay(config, cell["set"])
