@@ -37,7 +37,11 @@ from prism_challenge.config.settings import RegistrySettings
 from prism_challenge.registry.allocation import allocate
 from prism_challenge.registry.axes import read_axes
 from prism_challenge.registry.cycle import Answers, due, plan_cycle
-from prism_challenge.registry.directives import population_section, program_json
+from prism_challenge.registry.directives import (
+    exploit_design,
+    population_section,
+    program_json,
+)
 from prism_challenge.registry.hypotheses import Interaction, cell_of, cells_of
 from prism_challenge.registry.ledger import apply
 from prism_challenge.registry.populations import assign
@@ -206,12 +210,13 @@ def briefs(state: RegistryState, cfg, miners: list[str], populations: int) -> di
     alloc = allocate(state, cfg)
     doc = program_json(state, cfg, alloc)
     epoch = state.n_obs // cfg.cycle_scored if cfg.cycle_scored else 0
+    start = exploit_design(state, cfg, doc)
     out, by_index = {}, {}
     for hk in miners:
         who = assign(hk, netuid=0, epoch=epoch, count=populations)
         if who.index not in by_index:
             by_index[who.index] = {**doc, "population": population_section(
-                state, cfg, alloc, who, doc)}
+                state, cfg, alloc, who, doc, start)}
         out[hk] = by_index[who.index]
     return out
 

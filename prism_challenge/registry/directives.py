@@ -154,24 +154,23 @@ def fitted_guess(state: RegistryState, sweeps: int = 8) -> dict[str, str]:
         g = groups.setdefault((r["hotkey"], design_of(r["arms"])), [r["arms"], 0.0, 0])
         g[1] += r["bpb"]
         g[2] += 1
-    runs = [(arms, total / n) for arms, total, n in groups.values()]
-    if len(runs) < 4:
+    if len(groups) < 4:
         return {}
-    axes = sorted({a for arms, _ in runs for a in arms})
-    counts = {a: Counter(arms[a] for arms, _ in runs if a in arms) for a in axes}
+    bpb = [total / n for _, total, n in groups.values()]
+    axes = sorted({a for arms, _, _ in groups.values() for a in arms})
+    column = {a: [(i, arms[a]) for i, (arms, _, _) in enumerate(groups.values()) if a in arms]
+              for a in axes}
+    counts = {a: Counter(arm for _, arm in column[a]) for a in axes}
     effect: dict[str, dict[str, float]] = {a: dict.fromkeys(counts[a], 0.0) for a in axes}
-    fit = [0.0] * len(runs)  # the model's current prediction for each group
+    fit = [0.0] * len(bpb)  # the model's current prediction for each group
     for _ in range(sweeps):  # Gauss-Seidel over the axes: each arm's mean residual
         for a in axes:
-            sums = dict.fromkeys(effect[a], 0.0)
-            for i, (arms, bpb) in enumerate(runs):
-                if a in arms:
-                    sums[arms[a]] += bpb - fit[i] + effect[a][arms[a]]
-            new = {arm: sums[arm] / counts[a][arm] for arm in sums}
-            for i, (arms, _) in enumerate(runs):
-                if a in arms:
-                    fit[i] += new[arms[a]] - effect[a][arms[a]]
-            effect[a] = new
+            old, sums = effect[a], dict.fromkeys(effect[a], 0.0)
+            for i, arm in column[a]:
+                sums[arm] += bpb[i] - fit[i] + old[arm]
+            new = effect[a] = {arm: sums[arm] / counts[a][arm] for arm in sums}
+            for i, arm in column[a]:
+                fit[i] += new[arm] - old[arm]
     out = {}
     for a in sorted(claimed & set(axes)):
         seen = {arm: v for arm, v in effect[a].items() if counts[a][arm] >= 2}
@@ -180,12 +179,20 @@ def fitted_guess(state: RegistryState, sweeps: int = 8) -> dict[str, str]:
     return out
 
 
-def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict) -> dict:
+def exploit_design(state: RegistryState, cfg, doc: dict) -> dict[str, str]:
+    """The design the exploit population starts from: the leader's arms, then the fitted
+    guess, the best guess from matched evidence, leaning and settled recipes (`doc`, the
+    global brief of the same state), each overriding the one before."""
+    return dict(sorted({**state.best_arms, **fitted_guess(state), **best_guess(state, cfg),
+                        **doc["leaning"], **doc["recipe"]}.items()))
+
+
+def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict,
+                       start: dict[str, str] | None = None) -> dict:
     """The `population` part of a hotkey's brief, over the global `doc` of the same state.
-    The exploit design: the leader's, then the fitted guess, the best guess from matched
-    evidence, leaning and settled recipes, each overriding the one before."""
-    start = {**state.best_arms, **fitted_guess(state), **best_guess(state, cfg),
-             **doc["leaning"], **doc["recipe"]}
+    `start`: `exploit_design` of the same state, when the caller has it (one per state, not
+    one per population)."""
+    start = exploit_design(state, cfg, doc) if start is None else start
     ids, fallback = focus(state, who, alloc.scores, cfg, start)
     rows = {r["id"]: r for r in doc["explore"]}
     total = sum(alloc.shares.get(k, 0.0) for k in ids)
@@ -196,7 +203,7 @@ def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict
         "hotkey": who.hotkey, "index": who.index, "count": who.count, "kind": who.kind,
         "epoch": who.epoch, "salt": who.salt, "why": who.why,
         "directive": DIRECTIVES[who.kind], "fallback": fallback,
-        "focus": chosen, "start_from": dict(sorted(start.items())),
+        "focus": chosen, "start_from": start,
     }
 
 
