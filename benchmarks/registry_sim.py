@@ -9,10 +9,11 @@ probability `--true-rate`, one with a true benefit on the surface, else noise (n
 the wrong direction); the real gates refuse duplicates. Directed miners read their
 population's brief (refreshed every `--refresh` submissions): explore and canary populations
 pick a claim by share and complete its oldest open test cell (else start a contrast on the
-settled and leaning recipe); the exploit population sends the leader's design with the best
-guess on every claimed axis, half the time as it is and half the time with one claimed axis
-changed. Random miners ignore the brief. One more hotkey farms: it sends
-copies of its first design (same arms, fresh noise) for the whole run. Printed:
+settled and leaning recipe); the exploit population sends its brief's design to start from
+(the leader's, with the best guess on every claimed axis), half the time as it is and half
+the time with one claimed axis changed. Random miners ignore the brief. One more hotkey
+farms: it sends copies of its first design (same arms, fresh noise) for the whole run.
+Printed:
 
 - per seed hypothesis, how often it reached the right status within N submissions;
 - false support: claims without a true benefit (seed and proposed) that were ever
@@ -23,6 +24,9 @@ copies of its first design (same arms, fresh noise) for the whole run. Printed:
 
     .venv/bin/python benchmarks/registry_sim.py            # default: 40 seeds x 600
     .venv/bin/python benchmarks/registry_sim.py --seeds 10 --populations 1 --true-rate 0
+
+In a git worktree that borrows another checkout's virtual environment, prefix
+`PYTHONPATH=.`: otherwise the script imports that checkout's `prism_challenge`.
 """
 
 from __future__ import annotations
@@ -176,7 +180,7 @@ def _pick(rows: list[dict], rng: random.Random) -> dict | None:
 
 
 def directed_config(doc: dict, rng: random.Random) -> dict:
-    """Follow one brief: the population's focus (and, for exploit, the leader's design);
+    """Follow one brief: the population's focus (and, for exploit, its design to start from);
     complete an open cell that agrees with the starting point on the other axes, else set
     one cell of the chosen claim on the starting point."""
     config = random_config(rng)
