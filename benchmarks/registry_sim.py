@@ -9,10 +9,11 @@ probability `--true-rate`, one with a true benefit on the surface, else noise (n
 the wrong direction); the real gates refuse duplicates. Directed miners read their
 population's brief (refreshed every `--refresh` submissions): explore and canary populations
 pick a claim by share and complete its oldest open test cell (else start a contrast on the
-settled and leaning recipe); the exploit population sends the leader's design with the best
-guess on every claimed axis, half the time as it is and half the time with one claimed axis
-changed. Random miners ignore the brief. One more hotkey farms: it sends
-copies of its first design (same arms, fresh noise) for the whole run. Printed:
+settled and leaning recipe); the exploit population sends its brief's design to start from
+(the leader's, with the best guess on every claimed axis), half the time as it is and half
+the time with one claimed axis changed. Random miners ignore the brief. One more hotkey
+farms: it sends copies of its first design (same arms, fresh noise) for the whole run.
+Printed:
 
 - per seed hypothesis, how often it reached the right status within N submissions;
 - false support: claims without a true benefit (seed and proposed) that were ever
@@ -23,6 +24,9 @@ copies of its first design (same arms, fresh noise) for the whole run. Printed:
 
     .venv/bin/python benchmarks/registry_sim.py            # default: 40 seeds x 600
     .venv/bin/python benchmarks/registry_sim.py --seeds 10 --populations 1 --true-rate 0
+
+In a git worktree that borrows another checkout's virtual environment, prefix
+`PYTHONPATH=.`: otherwise the script imports that checkout's `prism_challenge`.
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ from prism_challenge.config.settings import RegistrySettings
 from prism_challenge.registry.allocation import allocate
 from prism_challenge.registry.axes import read_axes
 from prism_challenge.registry.cycle import Answers, due, plan_cycle
-from prism_challenge.registry.directives import population_section, program_json
+from prism_challenge.registry.directives import (
+    exploit_design,
+    population_section,
+    program_json,
+)
 from prism_challenge.registry.hypotheses import Interaction, cell_of, cells_of
 from prism_challenge.registry.ledger import apply
 from prism_challenge.registry.populations import assign
@@ -115,6 +123,12 @@ def value_of(axis: str, arm: str):
     return arm if arm in CHOICES.get(axis, []) else None
 
 
+def _same(axis: str, arm: str, want: str) -> bool:
+    """A bucket and a bound ("0.001-0.01", ">=0.001") that set the same value agree."""
+    return arm == want or value_of(axis, arm) is not None and (
+        value_of(axis, arm) == value_of(axis, want))
+
+
 def overlay(config: dict, arms: dict) -> None:
     for axis, arm in arms.items():
         v = value_of(axis, arm)
@@ -166,7 +180,7 @@ def _pick(rows: list[dict], rng: random.Random) -> dict | None:
 
 
 def directed_config(doc: dict, rng: random.Random) -> dict:
-    """Follow one brief: the population's focus (and, for exploit, the leader's design);
+    """Follow one brief: the population's focus (and, for exploit, its design to start from);
     complete an open cell that agrees with the starting point on the other axes, else set
     one cell of the chosen claim on the starting point."""
     config = random_config(rng)
@@ -182,7 +196,7 @@ def directed_config(doc: dict, rng: random.Random) -> dict:
     if row is None:
         return config
     for cell in rows[row["id"]]["open"]:
-        if all(cell["stratum"].get(a, arm) == arm for a, arm in start.items()
+        if all(_same(a, cell["stratum"].get(a, arm), arm) for a, arm in start.items()
                if a not in cell["set"]):
             overlay(config, cell["stratum"])
             overlay(config, cell["set"])
@@ -200,12 +214,13 @@ def briefs(state: RegistryState, cfg, miners: list[str], populations: int) -> di
     alloc = allocate(state, cfg)
     doc = program_json(state, cfg, alloc)
     epoch = state.n_obs // cfg.cycle_scored if cfg.cycle_scored else 0
+    start = exploit_design(state, cfg, doc)
     out, by_index = {}, {}
     for hk in miners:
         who = assign(hk, netuid=0, epoch=epoch, count=populations)
         if who.index not in by_index:
             by_index[who.index] = {**doc, "population": population_section(
-                state, cfg, alloc, who, doc)}
+                state, cfg, alloc, who, doc, start)}
         out[hk] = by_index[who.index]
     return out
 

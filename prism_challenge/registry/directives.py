@@ -8,13 +8,16 @@ the same sha256 digest (served as `X-Prism-Program-Digest`).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 
 from prism_challenge.registry.allocation import Allocation, allocate
+from prism_challenge.registry.credit import design_of
 from prism_challenge.registry.evidence import parse_stratum
 from prism_challenge.registry.hypotheses import (
     Interaction,
     SingleFactor,
     Threshold,
+    axes_of,
     cell_assignment,
     cells_of,
 )
@@ -134,20 +137,73 @@ def best_guess(state: RegistryState, cfg) -> dict[str, str]:
     return guess
 
 
-def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict) -> dict:
-    """The `population` part of a hotkey's brief, over the global `doc` of the same state."""
-    ids, fallback = focus(state, who, alloc.scores, cfg)
+def fitted_guess(state: RegistryState, sweeps: int = 8) -> dict[str, str]:
+    """Per claimed axis, the arm an additive model of the recent eligible runs finds best
+    (bpb = sum of one effect per arm of every axis, fitted by backfitting). Matched
+    contrasts are few early on (a run serves one pair claim, and most runs find no partner),
+    while every run carries a little information on every axis: the fit points somewhere
+    long before the claims do. It only steers the exploit population's starting design and
+    is never evidence; matched evidence (best guess, leaning, recipe) overrides it. Each
+    (hotkey, design) counts once, at its mean bpb, so copies weigh nothing extra; an axis
+    needs two arms seen in at least two such groups. Pure arithmetic in a fixed order: the
+    same ledger gives the same guess on any machine."""
+    claimed = {a for h in state.live() if not isinstance(h.spec, Interaction)
+               for a in axes_of(h.spec)}
+    groups: dict[tuple[str, str], list] = {}
+    for r in state.recent:
+        g = groups.setdefault((r["hotkey"], design_of(r["arms"])), [r["arms"], 0.0, 0])
+        g[1] += r["bpb"]
+        g[2] += 1
+    if len(groups) < 4:
+        return {}
+    bpb = [total / n for _, total, n in groups.values()]
+    axes = sorted({a for arms, _, _ in groups.values() for a in arms})
+    column = {a: [(i, arms[a]) for i, (arms, _, _) in enumerate(groups.values()) if a in arms]
+              for a in axes}
+    counts = {a: Counter(arm for _, arm in column[a]) for a in axes}
+    effect: dict[str, dict[str, float]] = {a: dict.fromkeys(counts[a], 0.0) for a in axes}
+    fit = [0.0] * len(bpb)  # the model's current prediction for each group
+    for _ in range(sweeps):  # Gauss-Seidel over the axes: each arm's mean residual
+        for a in axes:
+            old, sums = effect[a], dict.fromkeys(effect[a], 0.0)
+            for i, arm in column[a]:
+                sums[arm] += bpb[i] - fit[i] + old[arm]
+            new = effect[a] = {arm: sums[arm] / counts[a][arm] for arm in sums}
+            for i, arm in column[a]:
+                fit[i] += new[arm] - old[arm]
+    out = {}
+    for a in sorted(claimed & set(axes)):
+        seen = {arm: v for arm, v in effect[a].items() if counts[a][arm] >= 2}
+        if len(seen) >= 2:
+            out[a] = min(sorted(seen), key=seen.__getitem__)
+    return out
+
+
+def exploit_design(state: RegistryState, cfg, doc: dict) -> dict[str, str]:
+    """The design the exploit population starts from: the leader's arms, then the fitted
+    guess, the best guess from matched evidence, leaning and settled recipes (`doc`, the
+    global brief of the same state), each overriding the one before."""
+    return dict(sorted({**state.best_arms, **fitted_guess(state), **best_guess(state, cfg),
+                        **doc["leaning"], **doc["recipe"]}.items()))
+
+
+def population_section(state, cfg, alloc: Allocation, who: Assignment, doc: dict,
+                       start: dict[str, str] | None = None) -> dict:
+    """The `population` part of a hotkey's brief, over the global `doc` of the same state.
+    `start`: `exploit_design` of the same state, when the caller has it (one per state, not
+    one per population)."""
+    start = exploit_design(state, cfg, doc) if start is None else start
+    ids, fallback = focus(state, who, alloc.scores, cfg, start)
     rows = {r["id"]: r for r in doc["explore"]}
     total = sum(alloc.shares.get(k, 0.0) for k in ids)
     chosen = [{"id": k, "statement": rows[k]["statement"],
                "share": round(alloc.shares.get(k, 0.0) / total, 4) if total else 0.0,
                "open": rows[k]["open"][:5]} for k in ids if k in rows]
-    start = {**state.best_arms, **best_guess(state, cfg), **doc["leaning"], **doc["recipe"]}
     return {
         "hotkey": who.hotkey, "index": who.index, "count": who.count, "kind": who.kind,
         "epoch": who.epoch, "salt": who.salt, "why": who.why,
         "directive": DIRECTIVES[who.kind], "fallback": fallback,
-        "focus": chosen, "start_from": dict(sorted(start.items())),
+        "focus": chosen, "start_from": start,
     }
 
 

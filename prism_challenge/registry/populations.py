@@ -11,8 +11,9 @@ through the same function. Assignments change every epoch, so nobody stays on on
 Population `i` has the directive `KINDS[i % 3]`:
 - explore: the claims with the highest information value (explore populations split the
   ranking between them, so two of them never get the same first claim);
-- exploit: start from the leader's design (with the settled and leaning recipe) and change
-  one claimed axis at a time;
+- exploit: start from the leader's design with the best guess on every claimed axis (matched
+  evidence first, else an additive fit of the recent runs) and change one claimed axis at a
+  time;
 - canary: canary axes and new LLM claims that still lack evidence.
 
 The salt need not be secret: populations steer, they do not pay. Any miner can read every
@@ -93,10 +94,13 @@ def assignment_for(hotkey: str, state: RegistryState, settings, block: int | Non
                   epoch_source=source)
 
 
-def focus(state: RegistryState, who: Assignment, scores: dict[str, float], cfg
-          ) -> tuple[list[str], str]:
+def focus(state: RegistryState, who: Assignment, scores: dict[str, float], cfg,
+          start: dict[str, str] | None = None) -> tuple[list[str], str]:
     """(claim ids this population is asked to work on, a note when it explores instead).
-    `scores` are the allocation scores (information value x importance ...). Populations
+    `scores` are the allocation scores (information value x importance ...); `start` is the
+    exploit design (default: the leader's), whose claims' cells it must sit in: once the
+    best guess has moved the design off the leader's arm (adamw -> muon), the claim on that
+    axis is again one a single change can test next to it. Populations
     whose own work is missing (no canary or new claim, no leader yet) explore, and all
     exploring populations split the ranking between them."""
     active = [h for h in state.live() if h.status == "active"]
@@ -104,7 +108,8 @@ def focus(state: RegistryState, who: Assignment, scores: dict[str, float], cfg
                     key=lambda k: (-scores.get(k, 0.0), k))
     fresh = sorted(h.id for h in active if h.canary_axis or (
         h.origin == "llm" and h.n < cfg.credibility_n))
-    near = [k for k in ranked if _touches(state.hypotheses[k].spec, state.best_arms)]
+    start = state.best_arms if start is None else start
+    near = [k for k in ranked if _touches(state.hypotheses[k].spec, start)]
     own = {"canary": fresh, "exploit": near if state.best_arms else []}
 
     def acts(index: int) -> str:
@@ -121,8 +126,8 @@ def focus(state: RegistryState, who: Assignment, scores: dict[str, float], cfg
 
 
 def _touches(spec, arms: dict[str, str]) -> bool:
-    """The leader's design sits in one of the claim's cells, so changing the claimed axis
-    (one axis) makes a contrast next to the leader."""
+    """The design sits in one of the claim's cells, so changing the claimed axis (one
+    axis) makes a contrast next to it."""
     if isinstance(spec, SingleFactor):
         return arms.get(spec.axis) in (spec.treatment, spec.control)
     if isinstance(spec, Interaction):

@@ -2,6 +2,7 @@
 population (over the real API under uvicorn and through `prism program`)."""
 
 import hashlib
+import statistics
 from collections import Counter
 
 import httpx
@@ -16,9 +17,15 @@ from prism_challenge.cli.app import app
 from prism_challenge.config.settings import RegistrySettings, Settings
 from prism_challenge.registry import Registry, assign, assignment_for
 from prism_challenge.registry.allocation import allocate
-from prism_challenge.registry.directives import CHARTER, START, best_guess
+from prism_challenge.registry.directives import (
+    CHARTER,
+    START,
+    best_guess,
+    fitted_guess,
+    program_json,
+)
 from prism_challenge.registry.ledger import apply
-from prism_challenge.registry.populations import epoch_of, salt_of
+from prism_challenge.registry.populations import epoch_of, focus, salt_of
 from prism_challenge.registry.seeds import SEED_HYPOTHESES
 from prism_challenge.registry.state import RegistryState
 from prism_challenge.storage import Store
@@ -184,3 +191,84 @@ def test_prism_program_prints_the_charter_verbatim(tmp_path):
     assert out.exit_code == 0
     assert "Declare the axes you chose in\n`prism.toml` under `[axes]`; the harness" in out.output
     assert out.output.startswith(CHARTER)
+
+
+SMALL, BIG = "1e+06-1e+07", "1e+07-1e+08"
+
+
+def _fit_state() -> RegistryState:
+    """H001 (muon vs adamw) and H002 (rmsnorm vs layernorm) open; eight recent runs on an
+    additive surface (muon -0.04, rmsnorm -0.01, the larger params bucket -0.3) where muon
+    ran mostly small and adamw mostly large, so muon's plain mean is the worse one."""
+    cfg = RegistrySettings()
+    state = RegistryState()
+    for seed in SEED_HYPOTHESES[:2]:
+        apply(state, "hypothesis", {"origin": "seed", **seed}, cfg)
+    cells = [("muon", SMALL)] * 3 + [("muon", BIG), ("adamw", SMALL)] + [("adamw", BIG)] * 3
+    for i, (opt, params) in enumerate(cells):
+        norm = ("layernorm", "rmsnorm")[i % 2]
+        bpb = 2.0 - 0.04 * (opt == "muon") - 0.3 * (params == BIG) - 0.01 * (norm == "rmsnorm")
+        state.recent.append({"hotkey": f"hk{i}", "bpb": bpb, "arms": {
+            "optimizer": opt, "params": params, "norm": norm, "lr": "0.001-0.01"}})
+    return state
+
+
+def test_the_fitted_guess_adjusts_for_the_other_axes_and_counts_copies_once():
+    state = _fit_state()
+    mean = {o: statistics.fmean(r["bpb"] for r in state.recent if r["arms"]["optimizer"] == o)
+            for o in ("muon", "adamw")}
+    assert mean["muon"] == pytest.approx(1.88) and mean["adamw"] == pytest.approx(1.77)
+    # the additive fit sees through the params imbalance; params and lr are claimed by no
+    # live claim (and lr has a single arm), so they get no guess
+    assert fitted_guess(state) == {"norm": "rmsnorm", "optimizer": "muon"}
+    # an arm seen in one (hotkey, design) only does not compete, however good it looks
+    lucky = {"hotkey": "lucky", "bpb": 1.0, "arms": {
+        "optimizer": "lion", "params": SMALL, "norm": "layernorm", "lr": "0.001-0.01"}}
+    state.recent.append(lucky)
+    assert fitted_guess(state)["optimizer"] == "muon"
+    # ten copies of one hotkey's design count once; the same runs from ten hotkeys move it
+    farm = {"hotkey": "farm", "bpb": 1.62, "arms": {
+        "optimizer": "adamw", "params": BIG, "norm": "rmsnorm", "lr": "0.001-0.01"}}
+    base = list(state.recent)
+    state.recent = base + [dict(farm) for _ in range(10)]
+    assert fitted_guess(state)["optimizer"] == "muon"
+    state.recent = base + [dict(farm, hotkey=f"f{j}") for j in range(10)]
+    assert fitted_guess(state)["optimizer"] == "adamw"
+    state.recent = base[:3]  # fewer than four (hotkey, design) groups: no guess
+    assert fitted_guess(state) == {}
+
+
+def _exploit_hotkey(state) -> str:
+    epoch = state.n_obs // RegistrySettings().cycle_scored
+    return next(hk for hk in HOTKEYS if assign(hk, netuid=0, epoch=epoch, count=3).kind
+                == "exploit")
+
+
+def test_the_exploit_design_takes_the_fit_where_no_claim_has_evidence_yet():
+    cfg = RegistrySettings()
+    state = _fit_state()
+    state.best_arms = {"optimizer": "adamw", "params": BIG, "norm": "layernorm",
+                       "lr": "0.001-0.01"}
+    who = assign(_exploit_hotkey(state), netuid=0, epoch=0, count=3)
+    start = program_json(state, cfg, who=who)["population"]["start_from"]
+    # no matched evidence: the fit replaces the leader's arms on both claimed axes
+    assert start == {"lr": "0.001-0.01", "norm": "rmsnorm", "optimizer": "muon",
+                     "params": BIG}
+    state.hypotheses["H001"].losses = 1  # one matched contrast says adamw: it wins the axis
+    start = program_json(state, cfg, who=who)["population"]["start_from"]
+    assert start["optimizer"] == "adamw" and start["norm"] == "rmsnorm"
+
+
+def test_exploit_focus_follows_the_design_not_only_the_leader():
+    cfg = RegistrySettings()
+    state = RegistryState()
+    for seed in SEED_HYPOTHESES[:4]:
+        apply(state, "hypothesis", {"origin": "seed", **seed}, cfg)
+    state.best_arms = {"optimizer": "sgd", "norm": "rmsnorm", "position": "alibi"}
+    state.hypotheses["H001"].wins = 1  # muon leans over adamw: the design moves off sgd
+    who = assign(_exploit_hotkey(state), netuid=0, epoch=0, count=3)
+    scores = allocate(state, cfg).scores
+    assert focus(state, who, scores, cfg)[0] == ["H002"]  # the leader's design alone
+    pop = program_json(state, cfg, who=who)["population"]
+    assert pop["start_from"]["optimizer"] == "muon"
+    assert [r["id"] for r in pop["focus"]] == ["H001", "H002"]  # ranked by score
