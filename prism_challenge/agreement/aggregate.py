@@ -84,6 +84,7 @@ def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping
         "bpb": weighted_median((m.bpb, stakes[m.validator]) for m in held),
         "heldout_delta": weighted_median((m.heldout_delta, stakes[m.validator]) for m in held),
         "eligible": eligible_stake > held_stake / 2,
+        "censored": False,  # a run stopped early is served as not eligible: counted above
         "verification": "passed" if verified_stake > quorum * total else (
             entry.verification if entry.verification != "passed" else "queued"),
         "scored_at": max(entry.scored_at, max(m.measured_at for m in held)),
