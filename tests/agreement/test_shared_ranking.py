@@ -4,6 +4,7 @@ validator ranks on its own measurements and says so."""
 
 from __future__ import annotations
 
+import httpx
 from agreement_kit import add_scored, electorate_of
 from sqlalchemy import func, select
 
@@ -42,6 +43,9 @@ def test_three_validators_agree_on_the_median_although_their_own_leaders_differ(
     assert {p.leader.bpb for p in plans.values()} == {0.994}  # the median, on every one
     assert len({(tuple(p.uids), tuple(p.weights_u16)) for p in plans.values()}) == 1
     assert plans["a"].uids == [5] and plans["a"].weights_u16 == [65535]
+    for node in trio:  # what each serves at /v1/weights is what it would set
+        served = httpx.get(f"{node.url}/v1/weights", timeout=10).json()
+        assert (served["leader"]["hotkey"], served["leader"]["bpb"]) == (m2, 0.994)
     with trio[1].store.session() as s:
         ranked = ranked_entries(s, trio[1].settings, trio[1].hotkey)
     assert ranked.shared and "over 3 validators" in ranked.note
