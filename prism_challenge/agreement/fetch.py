@@ -53,7 +53,9 @@ class PeerFetcher:
         asked = target(after, limit)
         try:
             with self.client.stream("GET", peer.url.rstrip("/") + asked) as response:
-                if response.status_code >= 500:
+                if response.status_code >= 500 or response.status_code == 404:
+                    # 404: a validator that does not serve measurements (an older PRISM,
+                    # agreement.serve off): absent, not misbehaving
                     raise PeerUnreachable(f"{peer.url} answered {response.status_code}")
                 if response.status_code != 200:
                     raise PeerRefused("status", f"{peer.url} answered {response.status_code} "

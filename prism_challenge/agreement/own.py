@@ -57,11 +57,9 @@ def own_rows(session: Session, *, after: tuple[int, int] = (-1, -1), limit: int 
     return out
 
 
-def next_cursor(rows: list[OwnRow], limit: int) -> str | None:
-    """The cursor after the last row, or None when fewer than `limit` rows came back."""
-    if len(rows) < limit:
-        return None
-    return cursor(rows[-1].changed_at, rows[-1].submission_id)
+def next_cursor(rows: list[OwnRow], after: str | None) -> str | None:
+    """The cursor after the last row (`after` itself when there is none)."""
+    return cursor(rows[-1].changed_at, rows[-1].submission_id) if rows else after
 
 
 def _row(sub: Submission, score: Score, check: Verification | None) -> MeasurementRow | None:

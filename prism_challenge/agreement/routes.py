@@ -46,10 +46,12 @@ def build(deps: ApiDeps) -> APIRouter:
                            "measurements (agreement.serve is false, or it has no hotkey)")
         limit = min(limit, deps.settings.agreement.page_size)
         with deps.store.session() as session:
-            rows = own_rows(session, after=parse_cursor(after), limit=limit, now=deps.clock())
+            rows = own_rows(session, after=parse_cursor(after), limit=limit + 1,
+                            now=deps.clock())
         page = MeasurementsPage(validator=resolve_signer(deps.signer, role="hotkey").ss58_address,
                                 netuid=deps.settings.chain.netuid,
-                                rows=[r.row for r in rows], next=next_cursor(rows, limit))
+                                rows=[r.row for r in rows[:limit]],
+                                next=next_cursor(rows[:limit], after), more=len(rows) > limit)
         body = page.model_dump_json().encode()
         query = request.scope.get("query_string", b"").decode("latin-1")
         signed = f"{MEASUREMENTS_PATH}?{query}" if query else MEASUREMENTS_PATH

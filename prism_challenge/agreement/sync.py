@@ -29,8 +29,9 @@ MAX_PAGES_PER_ROUND = 50  # a peer with more catches up over the following round
 
 @dataclass
 class PeerSync:
-    """The loop's memory between rounds: each peer's cursor (lost on restart: the next
-    round starts from the beginning, and storing a row again changes nothing)."""
+    """The loop's memory between rounds: each peer's cursor, so a round fetches only what
+    changed since the last one (lost on restart: the first round starts from the beginning,
+    and storing a row again changes nothing)."""
 
     store: Store
     fetcher: PeerFetcher
@@ -69,9 +70,10 @@ class PeerSync:
                 total += store_page(s, page)
                 _mark(s, peer, ok_at=time.time(), error=None)
             self.status.page(peer.hotkey, "ok", rows=len(page.rows))
-            if page.next is None:
+            if page.next is not None:
+                self.cursors[peer.hotkey] = page.next
+            if not page.more:
                 return total
-            self.cursors[peer.hotkey] = page.next
         return total
 
     def _note(self, peer: Peer, error: str) -> None:

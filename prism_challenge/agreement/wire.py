@@ -45,13 +45,15 @@ class MeasurementRow(_Wire):
 
 
 class MeasurementsPage(_Wire):
-    """Rows changed after the cursor asked for, oldest change first; `next` is the cursor
-    of the following page (None when this page is the last one for now)."""
+    """Rows changed after the cursor asked for, oldest change first. `next` is the cursor
+    to ask with next time (after this page's last row; the one asked with when the page is
+    empty), `more` whether rows beyond this page are already waiting."""
 
     validator: Hotkey
     netuid: int = Field(ge=0, le=65535)
     rows: list[MeasurementRow] = Field(max_length=MAX_PAGE_ROWS)
     next: str | None = Field(None, max_length=CURSOR_MAX_CHARS, pattern=CURSOR_PATTERN)
+    more: bool = False
 
 
 def cursor(changed_at: float, submission_id: int) -> str:

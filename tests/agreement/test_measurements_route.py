@@ -36,10 +36,13 @@ def test_pages_cover_every_scored_run_once_and_are_signed_by_the_validator(
         assert len(page.rows) <= 2
         seen += page.rows
         pages += 1
-        if page.next is None:
-            break
         after = page.next
+        if not page.more:
+            break
     assert pages == 3
+    assert after == cursor(LONG_AGO + 5, 5)  # run4, verified at +1: the next round starts here
+    empty = MeasurementsPage.model_validate_json(httpx.get(url + target(after, 2)).content)
+    assert (empty.rows, empty.next, empty.more) == ([], after, False)
     assert [r.digest for r in seen] == [digest_of(f"run{i}") for i in range(5)]
     assert [r.bpb for r in seen] == [1.0, 1.01, 1.02, 1.03, 1.04]
     assert [r.verified for r in seen] == [True, False, True, False, True]
