@@ -205,7 +205,9 @@ def cosine(a: dict[int, int], b: dict[int, int]) -> float:
 
 
 def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
-        ) -> tuple[float, float]:
+        ) -> tuple[float, float, float, int]:
+    """(same-leader fraction, mean pairwise cosine, validator 0's leaderless fraction, its
+    changes of lead)."""
     rng = random.Random(seed)
     subs = world(rng, epochs=args.epochs, miners=args.miners, rate=args.rate)
     validators = [Validator(random.Random(seed * 1000 + v), subs, noise=args.noise,
@@ -219,6 +221,7 @@ def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
                                  "research_share": 0.0})
     metagraph = StaticMetagraph.of([f"hk{u}" for u in range(args.miners)])
     same, cosines, counted = 0, [], 0
+    first = []  # validator 0's leader per epoch: a stream that never has one agrees trivially
     for epoch in range(args.warmup, args.epochs):
         plans = [build_plan(v.entries(subs, epoch) if shared is None else shared.entries(i, epoch),
                             metagraph, settings) for i, v in enumerate(validators)]
@@ -227,7 +230,9 @@ def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
         same += len(leaders) == 1
         cosines += [cosine(a, b) for a, b in itertools.combinations(vectors, 2)]
         counted += 1
-    return same / counted, statistics.fmean(cosines)
+        first.append(None if plans[0].leader is None else plans[0].leader.submission_id)
+    changes = sum(a != b for a, b in itertools.pairwise(first) if a is not None)
+    return same / counted, statistics.fmean(cosines), first.count(None) / counted, changes
 
 
 def stakes_of(args) -> list[float]:
@@ -236,10 +241,12 @@ def stakes_of(args) -> list[float]:
     return [given[i % len(given)] for i in range(args.validators)]
 
 
-def evaluate(args, *, margin: float, epsilon: float, precedence: str) -> tuple[float, float]:
+def evaluate(args, *, margin: float, epsilon: float, precedence: str
+             ) -> tuple[float, float, float, float]:
+    """`run`'s four figures, each averaged over the seeds."""
     results = [run(seed, args, margin=margin, epsilon=epsilon, precedence=precedence)
                for seed in range(args.seeds)]
-    return (statistics.fmean(r[0] for r in results), statistics.fmean(r[1] for r in results))
+    return tuple(statistics.fmean(r[i] for r in results) for i in range(4))
 
 
 def main() -> None:
@@ -295,14 +302,19 @@ def main() -> None:
                 noises, args.sweep_precedence.split(","),
                 [float(x) for x in args.sweep_epsilon.split(",")],
                 [float(x) for x in args.sweep_margin.split(",")]):
-            same, cos = evaluate(argparse.Namespace(**{**vars(args), "noise": noise}),
+            same, cos, _, _ = evaluate(argparse.Namespace(**{**vars(args), "noise": noise}),
                                  margin=margin, epsilon=epsilon, precedence=precedence)
             print(f"{noise:>6g} {precedence:>10} {epsilon:>8g} {margin:>7g} {same:>11.1%} "
                   f"{cos:>7.3f}", flush=True)
-    same, cos = evaluate(args, margin=args.margin, epsilon=args.epsilon,
+    same, cos, leaderless, changes = evaluate(args, margin=args.margin, epsilon=args.epsilon,
                          precedence=args.precedence)
-    print(f"configured: precedence {args.precedence}, epsilon {args.epsilon:g}, dethrone "
-          f"margin {args.margin:g} ({time.perf_counter() - started:.0f} s)")
+    print(f"configured: rule {args.rule}" + ("" if args.rule == "own" else (
+          f" (quorum {args.quorum:.3g}, stakes {args.stakes}, propagation "
+          f"0..{args.propagation}, settle {args.settle})")) + f", precedence {args.precedence}, "
+          f"epsilon {args.epsilon:g}, dethrone margin {args.margin:g} "
+          f"({time.perf_counter() - started:.0f} s)")
+    print(f"validator 0: the lead changed {changes:.1f} times per seed, no leader in "
+          f"{leaderless:.1%} of epochs")
     print(f"agreement: same leader {same:.1%} of epochs, weight cosine {cos:.3f}")
 
 
