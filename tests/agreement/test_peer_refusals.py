@@ -110,3 +110,29 @@ def test_a_replayed_page_is_refused(nodes, wallets, live_server):
         assert refused.value.reason == "signature" and "ReplayedRequest" in str(refused.value)
     finally:
         fetcher.close()
+
+
+def test_an_endless_page_without_a_length_is_cut_off_at_the_limit(nodes, live_server):
+    """A peer streaming a body with no Content-Length is read only up to the limit."""
+    from fastapi.responses import StreamingResponse
+
+    sent = {"bytes": 0}
+    app = FastAPI()
+
+    @app.get(MEASUREMENTS_PATH)
+    def endless() -> StreamingResponse:
+        def chunks():
+            for _ in range(10_000):  # 640 MB if anyone read it all
+                sent["bytes"] += 65536
+                yield b" " * 65536
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    a, b = nodes["a"], nodes["b"]
+    url = live_server(app)
+    stored, status = b.sync([Peer(b.hotkey, None, 1.0), Peer(a.hotkey, url, 1.0)],
+                            max_page_bytes=100_000)
+    assert stored == {a.hotkey: 0}
+    assert dict(status.pages) == {(a.hotkey, "oversized"): 1}
+    assert sent["bytes"] < 50 * 2**20  # the reader stopped; the server was not drained
+    with b.store.session() as s:
+        assert s.scalar(select(func.count()).select_from(PeerMeasurement)) == 0
