@@ -46,6 +46,11 @@ def test_three_validators_agree_on_the_median_although_their_own_leaders_differ(
     for node in trio:  # what each serves at /v1/weights is what it would set
         served = httpx.get(f"{node.url}/v1/weights", timeout=10).json()
         assert (served["leader"]["hotkey"], served["leader"]["bpb"]) == (m2, 0.994)
+        board = httpx.get(f"{node.url}/v1/leaderboard", timeout=10).json()
+        assert [(s["entry"]["hotkey"], s["entry"]["bpb"]) for s in board["standings"]] == [
+            (m2, 0.994), (m1, 1.000)]
+        page = httpx.get(f"{node.url}/dashboard", timeout=10).text
+        assert "0.994" in page
     with trio[1].store.session() as s:
         ranked = ranked_entries(s, trio[1].settings, trio[1].hotkey)
     assert ranked.shared and "over 3 validators" in ranked.note
