@@ -69,13 +69,16 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
 
 def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float
                       ) -> dict[str, float]:
-    """This validator and the peers whose last good page is recent, with their stakes."""
-    stakes = {}
+    """This validator (with its stake, which may be 0: a validator without a permit then
+    ranks on its peers' measurements alone) and the peers with stake whose last good page
+    is recent."""
+    stakes = {own_hotkey: 0.0}
     for peer in session.scalars(select(AgreementPeer)):
-        recent = peer.last_ok_at is not None and peer.last_ok_at >= now - stale_s
-        if peer.stake > 0 and (recent or peer.validator == own_hotkey):
+        if peer.validator == own_hotkey:
+            stakes[own_hotkey] = max(0.0, peer.stake)
+        elif peer.stake > 0 and peer.last_ok_at is not None and peer.last_ok_at >= now - stale_s:
             stakes[peer.validator] = peer.stake
-    return stakes if own_hotkey in stakes else {}
+    return stakes
 
 
 def _measurements(session: Session, own_hotkey: str, validators: set[str]
