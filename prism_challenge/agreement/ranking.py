@@ -39,8 +39,10 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
                    now: float | None = None) -> Ranked:
     own = load_entries(session)
     cfg = settings.agreement
-    if not cfg.enabled or own_hotkey is None:
+    if not cfg.enabled:
         return Ranked(own, False, "own measurements (agreement.enabled is false)")
+    if own_hotkey is None:
+        return Ranked(own, False, "own measurements (this validator's hotkey is not known)")
     now = time.time() if now is None else now
     stakes = electorate_stakes(session, own_hotkey, now=now,
                                stale_s=cfg.peer_stale_s)
