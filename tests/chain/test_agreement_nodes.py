@@ -10,7 +10,6 @@ import time
 import httpx
 import pytest
 from bittensor.sp_core import Keypair
-from conftest import NETUID
 from fake_substrate import Neuron
 
 from prism_challenge.chain.factory import connect
@@ -59,7 +58,7 @@ def two_nodes(fake, wallets, prepared_data, tmp_path):
             data={"root": str(prepared_data)},
             challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
             sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
-            chain={"mode": "online", "network": "local", "netuid": NETUID, "poll_s": 0.1,
+            chain={"mode": "online", "network": "local", "netuid": fake.netuid, "poll_s": 0.1,
                    "refresh_blocks": 1, "serve_address": f"127.0.0.1:{port}",
                    "backoff_s": 0.01, "retries": 1},
             wallet={"name": wallets[name].name, "hotkey": "default",
