@@ -28,7 +28,7 @@ leader, and the mean pairwise cosine of their weight vectors. With `--sweep` it 
 grid of dethrone margins and epsilons for both precedence rules, then repeats the
 configured one (`scoring.dethrone_margin`, `scoring.epsilon_bpb` unless given) last.
 
-    .venv/bin/python benchmarks/validator_agreement.py                 # ~15 s
+    .venv/bin/python benchmarks/validator_agreement.py                 # ~1 min
     .venv/bin/python benchmarks/validator_agreement.py --rule own      # the old rule
     .venv/bin/python benchmarks/validator_agreement.py --sweep --seeds 5
 """
