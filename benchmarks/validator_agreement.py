@@ -15,7 +15,13 @@ an original submitted in the same epoch (a leaky validator). Each validator then
 - replays each of its runs (the contender replay) and marks it verified one to
   1 + `--max-delay` epochs after scoring it: only a verified run may lead;
 - every epoch builds its weights with the real `build_plan` (epsilon grid, dethrone margin,
-  payout split, verified leaders only) over what it has scored.
+  payout split, verified leaders only) over what it ranks. With `--rule median` (default,
+  the node's `agreement`) a run is ranked on the real `aggregate`: the stake-weighted median
+  of the measurements the validator holds (its own and its peers', each peer's reaching it
+  0..`--propagation` epochs after it was made), once they come from more than `--quorum` of
+  the stake (`--stakes`) and have settled for `--settle` epochs; it is verified once the
+  replays of more than `--quorum` of the stake passed. With `--rule own` each validator
+  ranks on its own single measurement (the rule before shared input).
 
 Printed per configuration: the fraction of epochs in which all validators pick the same
 leader, and the mean pairwise cosine of their weight vectors. With `--sweep` it tries a
@@ -23,6 +29,7 @@ grid of dethrone margins and epsilons for both precedence rules, then repeats th
 configured one (`scoring.dethrone_margin`, `scoring.epsilon_bpb` unless given) last.
 
     .venv/bin/python benchmarks/validator_agreement.py                 # ~1 min
+    .venv/bin/python benchmarks/validator_agreement.py --rule own      # the old rule
     .venv/bin/python benchmarks/validator_agreement.py --sweep --seeds 5
 """
 
@@ -36,6 +43,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from prism_challenge.agreement.aggregate import Measurement, aggregate
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry
@@ -130,19 +138,62 @@ class Validator:
                 standing.add(s.index)
         return rejected
 
+    def entry(self, s: Sub, epoch: int) -> Entry:
+        """This validator's own view of a run it scored."""
+        bpb, delta = self.measured[s.index]
+        by_block = self.precedence == "block"
+        return Entry(
+            submission_id=s.index + 1, hotkey=f"hk{s.miner}", digest=f"{s.index:064x}",
+            accepted_at=self.arrival[s.index], block=s.index if by_block else None,
+            uid=s.miner if by_block else None, bpb=bpb, heldout_delta=delta,
+            eligible=True, corpus="fineweb", scored_at=float(self.scored_at[s.index]),
+            verification="passed" if epoch >= self.verified_at[s.index] else "queued")
+
     def entries(self, subs: list[Sub], epoch: int) -> list[Entry]:
+        """The own-measurement rule: rank each run on this validator's one measurement."""
+        return [self.entry(s, epoch) for s in subs
+                if self.scored_at[s.index] <= epoch and s.index not in self.rejected]
+
+    def measurement(self, s: Sub, name: str, epoch: int) -> Measurement:
+        """What this validator serves about a run at `epoch` (scored by then)."""
+        bpb, delta = self.measured[s.index]
+        verified = self.verified_at[s.index]
+        return Measurement(name, bpb, delta, True, float(self.scored_at[s.index]),
+                           float(verified) if epoch >= verified else None)
+
+
+class Shared:
+    """The shared-input rule: every validator ranks each run on the stake-weighted median
+    of the measurements it holds (its own, and its peers' once they arrived), with the real
+    `aggregate`. A peer's measurement, and each later change of its verified flag, reaches a
+    validator 0..`propagation` epochs after it was made (drawn per pair and run)."""
+
+    def __init__(self, rng: random.Random, validators: list[Validator], subs: list[Sub], *,
+                 stakes: list[float], propagation: int, quorum: float, settle: int) -> None:
+        self.validators, self.subs = validators, subs
+        self.names = [f"v{i}" for i in range(len(validators))]
+        self.stakes = dict(zip(self.names, stakes, strict=True))
+        self.quorum, self.settle = quorum, settle
+        n = len(validators)
+        # delay[u][v][index]: epochs before v holds u's measurement (and its updates)
+        self.delay = [[{s.index: 0 if u == v else rng.randint(0, propagation) for s in subs}
+                       for v in range(n)] for u in range(n)]
+
+    def entries(self, v: int, epoch: int) -> list[Entry]:
+        me = self.validators[v]
         out = []
-        for s in subs:
-            if self.scored_at[s.index] > epoch or s.index in self.rejected:
+        for s in self.subs:
+            if s.index in me.rejected:
                 continue
-            bpb, delta = self.measured[s.index]
-            by_block = self.precedence == "block"
-            out.append(Entry(
-                submission_id=s.index + 1, hotkey=f"hk{s.miner}", digest=f"{s.index:064x}",
-                accepted_at=self.arrival[s.index], block=s.index if by_block else None,
-                uid=s.miner if by_block else None, bpb=bpb, heldout_delta=delta,
-                eligible=True, corpus="fineweb", scored_at=float(self.scored_at[s.index]),
-                verification="passed" if epoch >= self.verified_at[s.index] else "queued"))
+            held = []
+            for u, peer in enumerate(self.validators):
+                seen = epoch - self.delay[u][v][s.index]  # u's state as v holds it
+                if s.index not in peer.rejected and peer.scored_at[s.index] <= seen:
+                    held.append(peer.measurement(s, self.names[u], seen))
+            ranked = aggregate(me.entry(s, epoch), held, self.stakes, quorum=self.quorum,
+                               now=float(epoch), settle_s=float(self.settle))
+            if ranked is not None:
+                out.append(ranked)
         return out
 
 
@@ -154,35 +205,53 @@ def cosine(a: dict[int, int], b: dict[int, int]) -> float:
 
 
 def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
-        ) -> tuple[float, float]:
+        ) -> tuple[float, float, float, int]:
+    """(same-leader fraction, mean pairwise cosine, validator 0's leaderless fraction, its
+    changes of lead)."""
     rng = random.Random(seed)
     subs = world(rng, epochs=args.epochs, miners=args.miners, rate=args.rate)
     validators = [Validator(random.Random(seed * 1000 + v), subs, noise=args.noise,
                             max_delay=args.max_delay, precedence=precedence)
                   for v in range(args.validators)]
+    shared = None if args.rule == "own" else Shared(
+        random.Random(seed * 7919 + 1), validators, subs, stakes=stakes_of(args),
+        propagation=args.propagation, quorum=args.quorum, settle=args.settle)
     settings = Settings(scoring={"epsilon_bpb": epsilon, "dethrone_margin": margin},
                         weights={"winner_share": args.winner_share,
                                  "research_share": 0.0})
     metagraph = StaticMetagraph.of([f"hk{u}" for u in range(args.miners)])
     same, cosines, counted = 0, [], 0
+    first = []  # validator 0's leader per epoch: a stream that never has one agrees trivially
     for epoch in range(args.warmup, args.epochs):
-        plans = [build_plan(v.entries(subs, epoch), metagraph, settings) for v in validators]
+        plans = [build_plan(v.entries(subs, epoch) if shared is None else shared.entries(i, epoch),
+                            metagraph, settings) for i, v in enumerate(validators)]
         leaders = {None if p.leader is None else p.leader.hotkey for p in plans}
         vectors = [dict(zip(p.uids, p.weights_u16, strict=True)) for p in plans]
         same += len(leaders) == 1
         cosines += [cosine(a, b) for a, b in itertools.combinations(vectors, 2)]
         counted += 1
-    return same / counted, statistics.fmean(cosines)
+        first.append(None if plans[0].leader is None else plans[0].leader.submission_id)
+    changes = sum(a != b for a, b in itertools.pairwise(first) if a is not None)
+    return same / counted, statistics.fmean(cosines), first.count(None) / counted, changes
 
 
-def evaluate(args, *, margin: float, epsilon: float, precedence: str) -> tuple[float, float]:
+def stakes_of(args) -> list[float]:
+    """--stakes: one value per validator, or a shorter list repeated."""
+    given = [float(x) for x in args.stakes.split(",")]
+    return [given[i % len(given)] for i in range(args.validators)]
+
+
+def evaluate(args, *, margin: float, epsilon: float, precedence: str
+             ) -> tuple[float, float, float, float]:
+    """`run`'s four figures, each averaged over the seeds."""
     results = [run(seed, args, margin=margin, epsilon=epsilon, precedence=precedence)
                for seed in range(args.seeds)]
-    return (statistics.fmean(r[0] for r in results), statistics.fmean(r[1] for r in results))
+    return tuple(statistics.fmean(r[i] for r in results) for i in range(4))
 
 
 def main() -> None:
     defaults = Settings().scoring
+    defaults_agreement = Settings().agreement
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--validators", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=300)
@@ -197,6 +266,19 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=defaults.dethrone_margin)
     parser.add_argument("--epsilon", type=float, default=defaults.epsilon_bpb)
     parser.add_argument("--precedence", choices=["block", "arrival"], default="block")
+    parser.add_argument("--rule", choices=["median", "own"], default="median",
+                        help="median: rank on the stake-weighted median of the measurements "
+                        "held (shared input); own: on this validator's own measurement")
+    parser.add_argument("--stakes", default="1",
+                        help="validator stakes, comma-separated (repeated to --validators)")
+    parser.add_argument("--quorum", type=float, default=defaults_agreement.quorum,
+                        help="a run ranks once measurements from more than this share of "
+                        "the stake are held")
+    parser.add_argument("--propagation", type=int, default=1,
+                        help="a peer's measurement reaches a validator 0..N epochs later")
+    parser.add_argument("--settle", type=int, default=None,
+                        help="epochs a measurement waits before it counts (default: "
+                        "--propagation)")
     parser.add_argument("--sweep", action="store_true",
                         help="try every combination of the lists below first")
     parser.add_argument("--sweep-precedence", default="arrival,block")
@@ -206,6 +288,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.validators < 2:
         parser.error("--validators must be at least 2")
+    if args.settle is None:
+        args.settle = args.propagation
     started = time.perf_counter()
     print(f"{args.validators} validators, {args.epochs} epochs x {args.seeds} seeds, "
           f"{args.rate:g} submissions/epoch, noise {args.noise:.2%} of bpb, scoring delay "
@@ -218,14 +302,19 @@ def main() -> None:
                 noises, args.sweep_precedence.split(","),
                 [float(x) for x in args.sweep_epsilon.split(",")],
                 [float(x) for x in args.sweep_margin.split(",")]):
-            same, cos = evaluate(argparse.Namespace(**{**vars(args), "noise": noise}),
+            same, cos, _, _ = evaluate(argparse.Namespace(**{**vars(args), "noise": noise}),
                                  margin=margin, epsilon=epsilon, precedence=precedence)
             print(f"{noise:>6g} {precedence:>10} {epsilon:>8g} {margin:>7g} {same:>11.1%} "
                   f"{cos:>7.3f}", flush=True)
-    same, cos = evaluate(args, margin=args.margin, epsilon=args.epsilon,
+    same, cos, leaderless, changes = evaluate(args, margin=args.margin, epsilon=args.epsilon,
                          precedence=args.precedence)
-    print(f"configured: precedence {args.precedence}, epsilon {args.epsilon:g}, dethrone "
-          f"margin {args.margin:g} ({time.perf_counter() - started:.0f} s)")
+    print(f"configured: rule {args.rule}" + ("" if args.rule == "own" else (
+          f" (quorum {args.quorum:.3g}, stakes {args.stakes}, propagation "
+          f"0..{args.propagation}, settle {args.settle})")) + f", precedence {args.precedence}, "
+          f"epsilon {args.epsilon:g}, dethrone margin {args.margin:g} "
+          f"({time.perf_counter() - started:.0f} s)")
+    print(f"validator 0: the lead changed {changes:.1f} times per seed, no leader in "
+          f"{leaderless:.1%} of epochs")
     print(f"agreement: same leader {same:.1%} of epochs, weight cosine {cos:.3f}")
 
 

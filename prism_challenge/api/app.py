@@ -11,6 +11,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, FastAPI
 
 from prism_challenge import __version__
+from prism_challenge.agreement import routes as agreement_routes
 from prism_challenge.api import health, http_counts
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import REFUSALS_DOC, install_error_handlers
@@ -28,6 +29,7 @@ ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     registry_routes.build,
     scoring_routes.build,
     weights_routes.build,
+    agreement_routes.build,
     dashboard_routes.build,
     curve_api.build,
     metrics_routes.build,

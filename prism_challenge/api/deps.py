@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.registry import Collector
 
@@ -37,3 +38,8 @@ class ApiDeps:
     # Per-node slots and utilisation of the Ray cluster (validator.executor: ray), for the
     # dashboard; None otherwise.
     cluster: Callable[[], list[NodeUsage]] | None = None
+    # The validator's wallet (or keypair): its hotkey signs the measurements served
+    # at /v1/measurements. None: measurements are not served.
+    signer: Any | None = None
+    # Peer fetching outcomes (agreement.status.AgreementStatus), exposed at /metrics.
+    agreement: Collector | None = None

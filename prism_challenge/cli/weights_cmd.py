@@ -145,6 +145,14 @@ def weights(
                                  settings.wallet.path)
         except (WeightsLocked, WalletError) as exc:
             fail(f"not setting weights: {exc}")
+    hotkey = None  # with it, runs rank on the shared-input aggregate, as the node does
+    if settings.agreement.enabled:
+        try:
+            hotkey = (wallet or load_wallet(settings.wallet.name, settings.wallet.hotkey,
+                                            settings.wallet.path)).hotkey.ss58_address
+        except WalletError as exc:
+            err.print(f"[yellow]warning:[/] ranking on this store's own measurements only: "
+                      f"the validator's hotkey is needed to tell them from its peers' ({exc})")
     credit = _research_credit(research_credits)
     access = _chain(settings, err)
     metagraph = access.metagraph
@@ -154,7 +162,8 @@ def weights(
             credit = registry_credit(store, settings)
         with store.session() as session:
             plan = load_plan(
-                session, metagraph, settings, research_credit=credit, corpus=corpus
+                session, metagraph, settings, research_credit=credit, corpus=corpus,
+                hotkey=hotkey,
             )
     except ValueError as exc:
         fail(str(exc))

@@ -203,6 +203,34 @@ class WeightsSettings(Section):
         return self
 
 
+class AgreementSettings(Section):
+    """Shared input between validators (docs/validators.md §9): each serves its signed
+    measurements and ranks every run on the stake-weighted median of its own and its
+    peers' measurements of the same bundle under the same scoring version."""
+
+    # Fetch peers' measurements and rank on the aggregate; false: own measurements only.
+    enabled: bool = True
+    # Serve this validator's own measurements, signed, at GET /v1/measurements.
+    serve: bool = True
+    # A run ranks once measurements from validators holding more than this share of the
+    # electorate's stake (this validator + the peers it reaches) are held.
+    quorum: float = Field(2 / 3, ge=0, lt=1)
+    # Seconds a measurement (and a passed replay) waits after it was made before it counts,
+    # so every validator counts it at the same moment; longer than a poll or two.
+    settle_s: float = Field(300.0, ge=0)
+    # Seconds between two rounds of fetching from every peer.
+    poll_s: float = Field(60.0, gt=0)
+    # Per-request timeout, and the most bytes one page may have.
+    timeout_s: float = Field(10.0, gt=0)
+    max_page_bytes: int = Field(1_000_000, ge=1024, le=16_000_000)
+    # Rows per page asked of a peer (and the most this node serves per page).
+    page_size: int = Field(200, ge=1, le=1000)
+    # A peer whose last good page is older than this leaves the electorate.
+    peer_stale_s: float = Field(600.0, gt=0)
+    # Seconds a signed page stays acceptable (the signature's freshness window).
+    signature_max_age_s: float = Field(60.0, gt=0)
+
+
 class RegistrySettings(Section):
     """The research registry (DESIGN §9); the statistics' constants are in docs/registry.md."""
 
@@ -310,6 +338,7 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = SandboxSettings()
     scoring: ScoringSettings = ScoringSettings()
     verification: VerificationSettings = VerificationSettings()
+    agreement: AgreementSettings = AgreementSettings()
     weights: WeightsSettings = WeightsSettings()
     validator: ValidatorSettings = ValidatorSettings()
     ray: RaySettings = RaySettings()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.dashboard.journal_page import JournalView
@@ -20,7 +21,6 @@ from prism_challenge.dashboard.records import RunDigest
 from prism_challenge.registry.credit import credit_table
 from prism_challenge.registry.service import journal_page, read_state
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
-from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage.lifecycle import FINAL, Status
 from prism_challenge.storage.tables import RegistryHypothesis, Score, Submission
 from prism_challenge.weights.plan import WeightPlan, build_plan
@@ -128,17 +128,21 @@ def load_overview(
     corpus: str | None = None,
     research_credit: Mapping[str, float] | None = None,
     queue_rows: int = 200,
+    hotkey: str | None = None,
+    now: float | None = None,
 ) -> Overview:
     """Everything the overview page shows; the scored entries are read once for both the
-    leaderboard and the weights plan. `research_credit` defaults to the registry's stored
-    credit (read in this transaction, and only when `weights.research_share > 0`)."""
+    leaderboard and the weights plan (with this validator's `hotkey`, the shared-input
+    aggregate the weights are set from: agreement/ranking.py). `research_credit` defaults
+    to the registry's stored credit (read in this transaction, and only when
+    `weights.research_share > 0`)."""
     credit_error = None
     if research_credit is None:
         try:
             research_credit = session_credit(session, settings)
         except ValueError as exc:  # e.g. a ledger the registry refuses to replay
             research_credit, credit_error = {}, f"research credit unavailable: {exc}"
-    entries = load_entries(session)
+    entries = ranked_entries(session, settings, hotkey, now=now).entries
     board = build_leaderboard(
         entries,
         epsilon=settings.scoring.epsilon_bpb,

@@ -45,7 +45,8 @@ def build(deps: ApiDeps) -> APIRouter:
     def overview(corpus: CorpusQuery = None) -> HTMLResponse:
         with deps.store.session() as session:
             view = load_overview(session, deps.settings, deps.metagraph, corpus=corpus,
-                                 queue_rows=cfg.queue_rows)
+                                 queue_rows=cfg.queue_rows, hotkey=deps.hotkey,
+                                 now=deps.clock())
         body = render_overview(view)
         if deps.cluster is not None:
             body += cluster_html(deps.cluster())

@@ -23,6 +23,8 @@ def metrics_registry(deps: ApiDeps) -> CollectorRegistry:
     registry.register(deps.chain_status)
     if deps.slots is not None:
         registry.register(deps.slots)
+    if deps.agreement is not None:
+        registry.register(deps.agreement)
     ProcessCollector(registry=registry)
     return registry
 

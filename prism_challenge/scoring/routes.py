@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.params import CorpusQuery
-from prism_challenge.scoring.leaderboard import Leaderboard
-from prism_challenge.scoring.queries import load_leaderboard
+from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 
 
 def build(deps: ApiDeps) -> APIRouter:
@@ -15,7 +15,12 @@ def build(deps: ApiDeps) -> APIRouter:
 
     @router.get("/leaderboard", response_model=Leaderboard)
     def leaderboard(corpus: CorpusQuery = None) -> Leaderboard:
+        """What ranks: with `agreement.enabled`, the shared-input aggregate of each run."""
+        sc = deps.settings.scoring
         with deps.store.session() as session:
-            return load_leaderboard(session, deps.settings.scoring, corpus=corpus)
+            entries = ranked_entries(session, deps.settings, deps.hotkey,
+                                     now=deps.clock()).entries
+        return build_leaderboard(entries, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
+                                 corpus=corpus)
 
     return router

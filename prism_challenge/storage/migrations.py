@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
-from prism_challenge.storage.tables import Base, RegistryJournal, SchemaVersion, Verification
+from prism_challenge.storage.tables import (
+    AgreementPeer,
+    Base,
+    PeerMeasurement,
+    RegistryJournal,
+    SchemaVersion,
+    Verification,
+)
 
 
 def _v1_initial(conn: Connection) -> None:
@@ -31,8 +38,15 @@ def _v4_registry_journal(conn: Connection) -> None:
     RegistryJournal.__table__.create(conn, checkfirst=True)
 
 
+def _v5_peer_measurements(conn: Connection) -> None:
+    """Agreement between validators: peers' signed measurements and the electorate."""
+    PeerMeasurement.__table__.create(conn, checkfirst=True)
+    AgreementPeer.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
+    _v5_peer_measurements,
 ]
 LATEST = len(MIGRATIONS)
 

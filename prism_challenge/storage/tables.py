@@ -220,3 +220,42 @@ class BundleFingerprint(Base):
     shingles: Mapped[list] = mapped_column(JSON, nullable=False)
     accepted_at: Mapped[float] = mapped_column(Float, nullable=False)
     active: Mapped[bool] = mapped_column(nullable=False, default=True)
+
+
+class PeerMeasurement(Base):
+    """A measurement another validator served, signed, at /v1/measurements (agreement).
+
+    One row per (validator, digest): a newer page's row replaces it. Only pages whose
+    signature verified against that validator's hotkey are ever written.
+    """
+
+    __tablename__ = "peer_measurements"
+    __table_args__ = (UniqueConstraint("validator", "digest"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    validator: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    digest: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    miner_hotkey: Mapped[str] = mapped_column(String(64), nullable=False)
+    block: Mapped[int | None] = mapped_column(Integer)
+    bpb: Mapped[float] = mapped_column(Float, nullable=False)
+    heldout_delta: Mapped[float] = mapped_column(Float, nullable=False)
+    eligible: Mapped[bool] = mapped_column(nullable=False)
+    measured_at: Mapped[float] = mapped_column(Float, nullable=False)
+    verified_at: Mapped[float | None] = mapped_column(Float)
+    corpus: Mapped[str] = mapped_column(String(32), nullable=False)
+    scoring_version: Mapped[str] = mapped_column(String(16), nullable=False)
+    fetched_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class AgreementPeer(Base):
+    """A validator of the electorate as this node last reached it (itself included): its
+    stake from the metagraph and when a page of it last verified (`last_ok_at`)."""
+
+    __tablename__ = "agreement_peers"
+
+    validator: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url: Mapped[str | None] = mapped_column(String(200))
+    stake: Mapped[float] = mapped_column(Float, nullable=False)
+    last_ok_at: Mapped[float | None] = mapped_column(Float)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)

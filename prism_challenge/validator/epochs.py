@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.service import Registry
 from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
-from prism_challenge.weights import WeightPlan, load_plan
+from prism_challenge.weights import WeightPlan, build_plan
 from prism_challenge.weights.chain import WeightSetter
 
 log = logging.getLogger("prism.validator")
@@ -23,14 +24,18 @@ log = logging.getLogger("prism.validator")
 
 def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
               registry: Registry | None, setter: WeightSetter | None = None, *,
-              slots: int | None = None) -> WeightPlan:
-    """`slots`: the node's evaluation slots (as many contender replays may be queued)."""
+              slots: int | None = None, hotkey: str | None = None) -> WeightPlan:
+    """`slots`: the node's evaluation slots (as many contender replays may be queued);
+    `hotkey`: this validator's, so runs rank on the shared-input aggregate (agreement)."""
     credit = None
     if settings.weights.research_share > 0 and registry is not None:
         credit = registry.research_credits()
     with store.session() as s:
-        queued = verification_jobs.queue_contenders(s, settings, slots=slots)
-        plan = load_plan(s, metagraph, settings, research_credit=credit)
+        ranked = ranked_entries(s, settings, hotkey)
+        queued = verification_jobs.queue_contenders(s, settings, slots=slots,
+                                                    entries=ranked.entries)
+        plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
+    (log.warning if ranked.degraded else log.info)("epoch: ranking on %s", ranked.note)
     if queued:
         log.info("epoch: contender replays queued for submissions %s", queued)
     pairs = ", ".join(f"uid {u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))

@@ -6,8 +6,10 @@ the GIL is not the bottleneck), the epoch loop, the research loop (the registry'
 proposals) and, online, the chain loop (metagraph refresh on a block schedule, intake address
 published when it changed). With `validator.executor: ray` the slots are a Ray cluster's
 (`cluster.ray_pool`): one worker thread per slot waits on its node while this process stays
-the only writer of the store. The node's identity is its wallet's hotkey: submissions are
-signed for it, and it sets the weights. SIGTERM/SIGINT stop it gracefully: in-flight
+the only writer of the store. With `agreement.enabled` a peer loop fetches the other
+validators' signed measurements, and runs rank on their stake-weighted median. The node's
+identity is its wallet's hotkey: submissions are signed for it, it signs the measurements it
+serves, and it sets the weights. SIGTERM/SIGINT stop it gracefully: in-flight
 sandboxes are cancelled and their submissions go back to the queue; a SIGKILL is handled at
 the next start by `recovery`.
 """
@@ -22,6 +24,10 @@ from pathlib import Path
 
 import bittensor
 
+from prism_challenge.agreement.fetch import PeerFetcher
+from prism_challenge.agreement.peers import electorate
+from prism_challenge.agreement.status import AgreementStatus
+from prism_challenge.agreement.sync import PeerSync
 from prism_challenge.api import ApiDeps, ApiServer, create_app
 from prism_challenge.chain.factory import ChainAccess, connect
 from prism_challenge.chain.subtensor import ChainUnavailable
@@ -96,10 +102,12 @@ class ValidatorNode:
                 for slot in slots
             ]
             collector = SlotCollector(self.rotation)
+        self.agreement = AgreementStatus()
         deps = ApiDeps(settings, self.store, self.metagraph, hotkey=self.hotkey,
                        subnet=self.chain.subnet, chain_status=self.chain.status,
                        slots=collector,
-                       cluster=None if self.cluster is None else self.cluster.usage)
+                       cluster=None if self.cluster is None else self.cluster.usage,
+                       signer=self.wallet, agreement=self.agreement)
         self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
@@ -127,6 +135,8 @@ class ValidatorNode:
         loops = [("gates", self._gate_loop), ("epochs", self._epoch_loop)]
         if self.chain.client is not None:
             loops.append(("chain", self._chain_loop))
+        if self.settings.agreement.enabled:
+            loops.append(("peers", self._peer_loop))
         if self.research is not None:
             loops.append(("research", lambda: self.research.run(self.stop_event)))
         loops += [(f"worker-{i}", w) for i, w in enumerate(self._worker_loops())]
@@ -212,7 +222,29 @@ class ValidatorNode:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
             slots = len(self.workers) if self.cluster is None else self.cluster.capacity()
             run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter,
-                      slots=slots)
+                      slots=slots, hotkey=self.hotkey)
+
+    def _peer_loop(self) -> None:
+        """Every `agreement.poll_s`: fetch the peers' new signed measurements (agreement)."""
+        cfg = self.settings.agreement
+        fetcher = PeerFetcher(own_hotkey=self.hotkey, netuid=self.settings.chain.netuid,
+                              timeout_s=cfg.timeout_s, max_page_bytes=cfg.max_page_bytes,
+                              max_age_s=cfg.signature_max_age_s)
+        sync = PeerSync(self.store, fetcher, self.agreement, cfg.page_size)
+        try:
+            while True:
+                try:
+                    peers = electorate(self.chain, self.hotkey)
+                except ChainUnavailable as exc:
+                    log.warning("agreement: no metagraph yet, peers not fetched: %s", exc)
+                else:
+                    stored = sync.round(peers)
+                    if any(stored.values()):
+                        log.info("agreement: stored %s peer measurements", stored)
+                if self.stop_event.wait(cfg.poll_s):
+                    return
+        finally:
+            fetcher.close()
 
     def _chain_loop(self) -> None:
         while not self.stop_event.wait(self.settings.chain.poll_s):

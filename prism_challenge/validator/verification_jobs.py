@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.scoring.leaderboard import contenders
+from prism_challenge.scoring.leaderboard import Entry, contenders
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage import Store, serialize_on
 from prism_challenge.storage.tables import Verification
@@ -23,9 +23,11 @@ ACTIVE = ("queued", "running")
 
 
 def queue_contenders(session: Session, settings: Settings, *, now: float | None = None,
-                     slots: int | None = None) -> list[int]:
+                     slots: int | None = None, entries: list[Entry] | None = None
+                     ) -> list[int]:
     """Queue replays for the best contenders, as many as there are evaluation slots free
-    (`slots`: the node's planned slot count; else `validator.slots`, else 1)."""
+    (`slots`: the node's planned slot count; else `validator.slots`, else 1). `entries`:
+    what the validator ranks (default: its own scores); only runs scored here are queued."""
     if not settings.verification.enabled:
         return []
     # Workers and the epoch loop queue at once; on PostgreSQL two of them would otherwise
@@ -37,7 +39,11 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     if room == 0:
         return []
     sc = settings.scoring
-    found = contenders(load_entries(session), epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin)
+    own = load_entries(session)
+    scored_here = {e.submission_id for e in own}
+    found = [e for e in contenders(own if entries is None else entries,
+                                   epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin)
+             if e.submission_id in scored_here]
     now = time.time() if now is None else now
     queued = []
     for entry in found[:room]:

@@ -14,10 +14,10 @@ from bittensor.intents import normalize
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry, build_leaderboard
-from prism_challenge.scoring.queries import load_entries
 from prism_challenge.weights.split import split_payout
 
 
@@ -160,8 +160,12 @@ def load_plan(
     *,
     research_credit: Mapping[str, float] | None = None,
     corpus: str | None = None,
+    hotkey: str | None = None,
+    now: float | None = None,
 ) -> WeightPlan:
-    """The plan for everything scored in the store."""
+    """The plan for everything scored in the store. With this validator's `hotkey` and
+    `agreement.enabled`, runs rank on the shared-input aggregate (agreement/ranking.py)."""
     return build_plan(
-        load_entries(session), metagraph, settings, research_credit=research_credit, corpus=corpus
+        ranked_entries(session, settings, hotkey, now=now).entries, metagraph, settings,
+        research_credit=research_credit, corpus=corpus,
     )

@@ -31,7 +31,8 @@ def build(
             )
             with deps.store.session() as session:
                 return load_plan(
-                    session, deps.metagraph, deps.settings, research_credit=credit, corpus=corpus
+                    session, deps.metagraph, deps.settings, research_credit=credit, corpus=corpus,
+                    hotkey=deps.hotkey, now=deps.clock(),
                 )
         except ValueError as exc:  # a misconfigured burn uid or bad research credit
             raise ApiError(503, "WEIGHTS_CONFIG", str(exc)) from None

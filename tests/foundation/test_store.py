@@ -79,8 +79,8 @@ def test_migration_is_idempotent_and_versioned(store_url):
 
 
 def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
-    """A v1 store (before contender replays, commitment uids and the registry journal) gains
-    every later table and column on open, and keeps its rows."""
+    """A v1 store (before contender replays, commitment uids, the registry journal and peer
+    measurements) gains every later table and column on open, and keeps its rows."""
     store = Store(store_url)
     with store.session() as s:
         s.add(Submission(digest="a" * 64, hotkey="h", status="received", accepted_at=0.0,
@@ -88,16 +88,20 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
     with store.engine.begin() as conn:
         conn.execute(text("drop table verifications"))
         conn.execute(text("drop table registry_journal"))
+        conn.execute(text("drop table peer_measurements"))
+        conn.execute(text("drop table agreement_peers"))
         conn.execute(text("alter table submissions drop column uid"))
         conn.execute(text("update schema_version set version = 1"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 4
+        assert s.scalar(text("select version from schema_version")) == LATEST == 5
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
         assert s.scalar(text("select count(*) from registry_journal")) == 0
+        assert s.scalar(text("select count(*) from peer_measurements")) == 0
+        assert s.scalar(text("select count(*) from agreement_peers")) == 0
     store.close()
 
 

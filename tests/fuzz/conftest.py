@@ -60,7 +60,8 @@ def fuzz_node(tmp_path_factory) -> FuzzNode:
     metagraph = StaticMetagraph.of([receiver, miner.ss58_address], block=10)
     ledger = LocalLedger(root / "ledger.db", metagraph)
     server = ApiServer(create_app(ApiDeps(settings=settings, store=store, metagraph=metagraph,
-                                          hotkey=receiver, subnet=ledger)))
+                                          hotkey=receiver, subnet=ledger,
+                                          signer=wallets["validator"])))
     url = server.start()
     node = FuzzNode(url=url, db=db, miner=miner, stranger=stranger, receiver=receiver,
                     ledger=ledger, wallets={w.hotkey.ss58_address: w for w in wallets.values()},

@@ -1,0 +1,91 @@
+"""The shared-input ranking rule: one run's measurements -> the values it is ranked on.
+
+Pure and stateless: the result depends only on the set of measurements held, the stakes and
+the clock, so two validators holding the same measurements rank every run the same way, and
+a split heals as soon as they do (no decision is remembered between epochs).
+
+- A measurement counts once it has *settled*: `settle_s` after it was made. Peers' pages
+  reach a validator within a poll or two; a settle window longer than that means every
+  validator counts the same measurements at the same moment, so a leader change is not
+  decided at different times by different validators.
+- A run is rankable only when the counted measurements come from validators holding more
+  than `quorum` of the electorate's stake (the electorate: this validator and the peers it
+  can reach). With a quorum of 2/3, a coalition holding less than 1/3 of the stake can
+  never make a run rankable on its own numbers, nor hold the median (below).
+- bpb and held-out delta are stake-weighted medians (the lower one on an exact split).
+  As long as honest validators hold more than half of the counted stake, the median lies
+  between two honest measurements, whatever the others report.
+- Eligible: validators holding more than half of the counted stake say so. Verified (may
+  lead): validators holding more than `quorum` of the electorate's stake passed its replay
+  (each pass counts once settled too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from prism_challenge.scoring.leaderboard import Entry
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One validator's measurement of one run (its own, or a peer's as fetched)."""
+
+    validator: str  # the measuring validator's hotkey
+    bpb: float
+    heldout_delta: float
+    eligible: bool
+    measured_at: float  # when the measuring validator scored it (its clock, seconds)
+    verified_at: float | None = None  # when its replay passed there; None: not (yet)
+
+
+def weighted_median(pairs: Iterable[tuple[float, float]]) -> float:
+    """The smallest value whose cumulative weight reaches half the total (the lower median).
+
+    Raises ValueError on an empty input or a non-positive total weight."""
+    ordered = sorted((v, w) for v, w in pairs if w > 0)
+    total = sum(w for _, w in ordered)
+    if not ordered or total <= 0:
+        raise ValueError("a weighted median needs at least one positive weight")
+    seen = 0.0
+    for value, weight in ordered:
+        seen += weight
+        if seen >= total / 2:
+            return value
+    return ordered[-1][0]
+
+
+def counted(measurements: Iterable[Measurement], stakes: Mapping[str, float], *,
+            now: float, settle_s: float) -> list[Measurement]:
+    """The settled measurements of electorate members (one per validator: the latest)."""
+    latest: dict[str, Measurement] = {}
+    for m in measurements:
+        if stakes.get(m.validator, 0.0) <= 0 or m.measured_at + settle_s > now:
+            continue
+        if m.validator not in latest or m.measured_at > latest[m.validator].measured_at:
+            latest[m.validator] = m
+    return [latest[v] for v in sorted(latest)]
+
+
+def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping[str, float],
+              *, quorum: float, now: float, settle_s: float = 0.0) -> Entry | None:
+    """`entry` with bpb, delta, eligibility and verification replaced by the aggregate of
+    `measurements`, or None while the counted stake is not above `quorum` of the total."""
+    total = sum(s for s in stakes.values() if s > 0)
+    held = counted(measurements, stakes, now=now, settle_s=settle_s)
+    held_stake = sum(stakes[m.validator] for m in held)
+    if total <= 0 or held_stake <= quorum * total:
+        return None
+    eligible_stake = sum(stakes[m.validator] for m in held if m.eligible)
+    verified_stake = sum(stakes[m.validator] for m in held
+                         if m.verified_at is not None and m.verified_at + settle_s <= now)
+    return entry.model_copy(update={
+        "bpb": weighted_median((m.bpb, stakes[m.validator]) for m in held),
+        "heldout_delta": weighted_median((m.heldout_delta, stakes[m.validator]) for m in held),
+        "eligible": eligible_stake > held_stake / 2,
+        "censored": False,  # a run stopped early is served as not eligible: counted above
+        "verification": "passed" if verified_stake > quorum * total else (
+            entry.verification if entry.verification != "passed" else "queued"),
+        "scored_at": max(entry.scored_at, max(m.measured_at for m in held)),
+    })

@@ -1,0 +1,121 @@
+"""The entries this validator ranks: its own, or the shared-input aggregate of them.
+
+With `agreement.enabled` and at least one peer reached in the last `peer_stale_s`, each run
+this validator holds (scored here or not) is ranked on `aggregate` over its own measurement
+and its peers' of the same digest, miner hotkey, corpus and scoring version, weighted by
+the stakes stored by the peer loop. A run without a quorum yet is left out. With no peer
+reached it ranks on its own measurements, and says so (`Ranked.note`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from prism_challenge.agreement.aggregate import Measurement, aggregate
+from prism_challenge.agreement.own import own_rows
+from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.leaderboard import Entry, latest_corpus
+from prism_challenge.scoring.queries import load_entries
+from prism_challenge.scoring.version import SCORING_VERSION
+from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement, Score, Submission
+
+_UNSCORED = ("received", "queued", "running")
+
+
+@dataclass(frozen=True)
+class Ranked:
+    entries: list[Entry]
+    shared: bool  # ranked on the aggregate (False: on this validator's own measurements)
+    note: str  # one line for the log: what was ranked on, and why
+    degraded: bool = False  # peers are known but none was reached: worth a warning
+
+
+def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None, *,
+                   now: float | None = None) -> Ranked:
+    own = load_entries(session)
+    cfg = settings.agreement
+    if not cfg.enabled:
+        return Ranked(own, False, "own measurements (agreement.enabled is false)")
+    if own_hotkey is None:
+        return Ranked(own, False, "own measurements (this validator's hotkey is not known)")
+    now = time.time() if now is None else now
+    stakes = electorate_stakes(session, own_hotkey, now=now,
+                               stale_s=cfg.peer_stale_s)
+    if len(stakes) < 2:
+        known = session.scalar(select(func.count()).select_from(AgreementPeer).where(
+            AgreementPeer.validator != own_hotkey)) or 0
+        if not known:
+            return Ranked(own, False, "own measurements: no peer validator is known")
+        return Ranked(own, False, f"own measurements only: none of {known} peer validators "
+                      f"answered with a good page in the last {cfg.peer_stale_s:g} s "
+                      "(agreement.peer_stale_s)", degraded=True)
+    measured = _measurements(session, own_hotkey, set(stakes))
+    corpus = latest_corpus(own)
+    out = []
+    for entry in own + _unscored(session, corpus, measured):
+        ms = measured.get((entry.digest, entry.hotkey, entry.corpus), [])
+        ranked = aggregate(entry, ms, stakes, quorum=cfg.quorum, now=now,
+                           settle_s=cfg.settle_s)
+        if ranked is not None:
+            out.append(ranked)
+    share = sum(stakes.values())
+    return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
+                  f"(stake {share:g}); {len(out)} of {len(own)} runs scored here or by peers "
+                  f"have a quorum")
+
+
+def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float
+                      ) -> dict[str, float]:
+    """This validator (with its stake, which may be 0: a validator without a permit then
+    ranks on its peers' measurements alone) and the peers with stake whose last good page
+    is recent."""
+    stakes = {own_hotkey: 0.0}
+    for peer in session.scalars(select(AgreementPeer)):
+        if peer.validator == own_hotkey:
+            stakes[own_hotkey] = max(0.0, peer.stake)
+        elif peer.stake > 0 and peer.last_ok_at is not None and peer.last_ok_at >= now - stale_s:
+            stakes[peer.validator] = peer.stake
+    return stakes
+
+
+def _measurements(session: Session, own_hotkey: str, validators: set[str]
+                  ) -> dict[tuple[str, str, str], list[Measurement]]:
+    """(digest, miner hotkey, corpus) -> measurements under this scoring version."""
+    out: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
+    for own in own_rows(session):
+        r = own.row
+        out[(r.digest, r.miner_hotkey, r.corpus)].append(Measurement(
+            own_hotkey, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at))
+    rows = session.scalars(select(PeerMeasurement).where(
+        PeerMeasurement.scoring_version == SCORING_VERSION,
+        PeerMeasurement.validator != own_hotkey))
+    for r in rows:
+        if r.validator in validators:
+            out[(r.digest, r.miner_hotkey, r.corpus)].append(Measurement(
+                r.validator, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at))
+    return out
+
+
+def _unscored(session: Session, corpus: str | None,
+              measured: dict[tuple[str, str, str], list[Measurement]]) -> list[Entry]:
+    """Runs this validator holds but has not scored yet, that peers measured: they rank on
+    the peers' measurements as soon as those reach a quorum, like everywhere else."""
+    if corpus is None:
+        return []
+    keys = {(d, h) for d, h, c in measured if c == corpus}
+    if not keys:
+        return []
+    subs = session.scalars(select(Submission).where(
+        Submission.status.in_(_UNSCORED),
+        Submission.digest.in_(sorted(d for d, _ in keys)),
+        ~Submission.id.in_(select(Score.submission_id))))
+    return [Entry(submission_id=s.id, hotkey=s.hotkey, digest=s.digest, name=s.name,
+                  accepted_at=s.accepted_at, block=s.block, uid=s.uid, bpb=0.0,
+                  heldout_delta=0.0, eligible=False, corpus=corpus,
+                  unreviewed=s.reviewed == "unreviewed")
+            for s in subs if (s.digest, s.hotkey) in keys]

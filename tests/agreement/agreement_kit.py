@@ -1,0 +1,99 @@
+"""Validators on 127.0.0.1 for the agreement tests: real wallets (sr25519 hotkeys made by
+bittensor), real SQLite stores, the real app on a real uvicorn server, and real scores."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import bittensor
+
+from prism_challenge.agreement.fetch import PeerFetcher
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.status import AgreementStatus
+from prism_challenge.agreement.sync import PeerSync
+from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.chain.metagraph import StaticMetagraph
+from prism_challenge.config.settings import Settings
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import Score, Submission, Verification
+
+NETUID = 7
+LONG_AGO = time.time() - 3600  # scored and verified well before any settle window
+
+
+def make_wallet(root: Path, name: str) -> bittensor.Wallet:
+    wallet = bittensor.Wallet(name=name, hotkey="default", path=str(root))
+    wallet.create_new_hotkey(use_password=False, overwrite=True, suppress=True)
+    return wallet
+
+
+def digest_of(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def settings(**agreement) -> Settings:
+    return Settings(chain={"netuid": NETUID}, agreement=agreement,
+                    weights={"winner_share": 1.0, "research_share": 0.0})
+
+
+def add_scored(store: Store, *, name: str, miner: str, block: int, bpb: float,
+               verified: bool = True, eligible: bool = True, at: float = LONG_AGO) -> int:
+    """A run scored (and its contender replay passed) on this validator."""
+    with store.session() as s:
+        sub = Submission(digest=digest_of(name), hotkey=miner, status="scored", attempts=1,
+                         accepted_at=at, block=block, uid=block, updated_at=at,
+                         reviewed="passed", name=name, bundle=b"x")
+        s.add(sub)
+        s.flush()
+        s.add(Score(submission_id=sub.id, bpb=bpb, heldout_delta=0.5, eligible=eligible,
+                    reason=None, corpus="demo", detail={}, created_at=at))
+        if verified:
+            s.add(Verification(submission_id=sub.id, status="passed", attempts=1,
+                               created_at=at + 1, updated_at=at + 1))
+        return sub.id
+
+
+@dataclass
+class Node:
+    """One validator: its wallet, store, served app and peer loop state."""
+
+    name: str
+    wallet: bittensor.Wallet
+    store: Store
+    settings: Settings
+    metagraph: StaticMetagraph
+    url: str | None = None
+    status: AgreementStatus | None = None
+
+    @property
+    def hotkey(self) -> str:
+        return self.wallet.hotkey.ss58_address
+
+    def serve(self, live_server) -> str:
+        self.url = live_server(create_app(ApiDeps(
+            settings=self.settings, store=self.store, metagraph=self.metagraph,
+            hotkey=self.hotkey, signer=self.wallet)))
+        return self.url
+
+    def sync(self, peers: list[Peer], **fetcher) -> tuple[dict[str, int], AgreementStatus]:
+        """One real round of the peer loop against `peers` (electorate[0] is this node)."""
+        cfg = self.settings.agreement
+        self.status = AgreementStatus()
+        kwargs = dict(own_hotkey=self.hotkey, netuid=NETUID, timeout_s=cfg.timeout_s,
+                      max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
+        with_fetcher = PeerFetcher(**(kwargs | fetcher))
+        try:
+            stored = PeerSync(self.store, with_fetcher, self.status, cfg.page_size).round(peers)
+        finally:
+            with_fetcher.close()
+        return stored, self.status
+
+
+def electorate_of(me: Node, others: list[Node], stakes: dict[str, float] | None = None
+                  ) -> list[Peer]:
+    stakes = stakes or {}
+    return [Peer(me.hotkey, None, stakes.get(me.name, 1.0))] + [
+        Peer(o.hotkey, o.url, stakes.get(o.name, 1.0)) for o in others]

@@ -1,0 +1,94 @@
+"""Three validators on 127.0.0.1 whose own measurements pick different leaders end with the
+same leader once their signed measurements have propagated; with no peer reachable a
+validator ranks on its own measurements and says so."""
+
+from __future__ import annotations
+
+import httpx
+from agreement_kit import add_scored, electorate_of
+from sqlalchemy import func, select
+
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.ranking import ranked_entries
+from prism_challenge.storage.tables import PeerMeasurement
+from prism_challenge.weights.plan import load_plan
+
+# bpb of run Y (miner2, committed after X at 1.000) as each validator measured it: the
+# dethrone margin (0.5%) needs Y <= 0.995
+Y_BPB = {"a": 0.990, "b": 0.998, "c": 0.994}
+
+
+def plan_of(node):
+    with node.store.session() as s:
+        return load_plan(s, node.metagraph, node.settings, hotkey=node.hotkey)
+
+
+def test_three_validators_agree_on_the_median_although_their_own_leaders_differ(
+        nodes, wallets, live_server):
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    trio = [nodes[n] for n in ("a", "b", "c")]
+    for node in trio:
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=Y_BPB[node.name])
+        node.serve(live_server)
+    before = {n.name: plan_of(n).leader.hotkey for n in trio}
+    assert before == {"a": m2, "b": m1, "c": m2}  # own measurements: a split
+
+    for node in trio:
+        stored, status = node.sync(electorate_of(node, [o for o in trio if o is not node]))
+        assert stored == {o.hotkey: 2 for o in trio if o is not node}
+        assert status.refused() == 0
+    plans = {n.name: plan_of(n) for n in trio}
+    assert {name: p.leader.hotkey for name, p in plans.items()} == {"a": m2, "b": m2, "c": m2}
+    assert {p.leader.bpb for p in plans.values()} == {0.994}  # the median, on every one
+    assert len({(tuple(p.uids), tuple(p.weights_u16)) for p in plans.values()}) == 1
+    assert plans["a"].uids == [5] and plans["a"].weights_u16 == [65535]
+    for node in trio:  # what each serves at /v1/weights is what it would set
+        served = httpx.get(f"{node.url}/v1/weights", timeout=10).json()
+        assert (served["leader"]["hotkey"], served["leader"]["bpb"]) == (m2, 0.994)
+        board = httpx.get(f"{node.url}/v1/leaderboard", timeout=10).json()
+        assert [(s["entry"]["hotkey"], s["entry"]["bpb"]) for s in board["standings"]] == [
+            (m2, 0.994), (m1, 1.000)]
+        page = httpx.get(f"{node.url}/dashboard", timeout=10).text
+        assert "0.994" in page
+    with trio[1].store.session() as s:
+        ranked = ranked_entries(s, trio[1].settings, trio[1].hotkey)
+    assert ranked.shared and "over 3 validators" in ranked.note
+
+
+def test_a_validator_whose_peers_are_all_unreachable_ranks_on_its_own(nodes, wallets):
+    b = nodes["b"]
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    add_scored(b.store, name="X", miner=m1, block=1, bpb=1.000)
+    add_scored(b.store, name="Y", miner=m2, block=2, bpb=Y_BPB["b"])
+    dead = [Peer(nodes[n].hotkey, "http://127.0.0.1:9", 1.0) for n in ("a", "c")]
+    stored, status = b.sync([Peer(b.hotkey, None, 1.0)] + dead, timeout_s=2)
+    assert stored == {nodes["a"].hotkey: 0, nodes["c"].hotkey: 0}
+    assert status.refused() == 0 and sum(status.pages.values()) == 2
+    with b.store.session() as s:
+        ranked = ranked_entries(s, b.settings, b.hotkey)
+        assert s.scalar(select(func.count()).select_from(PeerMeasurement)) == 0
+    assert not ranked.shared and ranked.degraded
+    assert "none of 2 peer validators answered" in ranked.note
+    assert [e.bpb for e in ranked.entries] == [1.000, 0.998]
+    assert plan_of(b).leader.hotkey == m1  # its own measurement decides
+
+
+def test_a_run_not_yet_at_quorum_does_not_rank(nodes, wallets, live_server):
+    """Only a and b of three hold the late run's measurements: 2/3 of the stake is not
+    more than the quorum, so the run waits rather than ranking on a partial median."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    a, b, c = (nodes[n] for n in ("a", "b", "c"))
+    for node in (a, b, c):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        node.serve(live_server)
+    for node in (a, b):
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=0.980)
+    stored, _ = a.sync(electorate_of(a, [b, c]))
+    assert stored == {b.hotkey: 2, c.hotkey: 1}
+    assert plan_of(a).leader.hotkey == m1
+    with a.store.session() as s:
+        own = ranked_entries(s, a.settings, None).entries
+        shared = ranked_entries(s, a.settings, a.hotkey).entries
+    assert [(e.hotkey, e.bpb) for e in own] == [(m1, 1.000), (m2, 0.980)]
+    assert [(e.hotkey, e.bpb) for e in shared] == [(m1, 1.000)]
