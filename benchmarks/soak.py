@@ -42,6 +42,8 @@ import httpx
 import yaml
 
 from prism_challenge.bundle import Bundle
+from prism_challenge.chain.ledger import LocalLedger
+from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.storage import FINAL
 from prism_challenge.submit import SubmissionClient, SubmitError
 from prism_challenge.validator.demo import free_port, make_wallets
@@ -66,9 +68,18 @@ class _RawBody:
         return self._data
 
 
+def commit(ledger: LocalLedger, wallet, bundle: Bundle) -> None:
+    """Commit `bundle` for the wallet's hotkey first, as `prism submit` does (an identical
+    latest commitment is reused): the validator accepts only the latest committed digest."""
+    value = commitment_value(wallet.hotkey.ss58_address, bundle.digest)
+    seen = ledger.latest_commitment(wallet.hotkey.ss58_address)
+    if seen is None or seen.value != value:
+        ledger.commit(wallet, value)
+
+
 def upload(url: str, signer, body: Bundle | _RawBody) -> tuple[int | None, dict]:
     """(HTTP status or None when no answer came, receipt or refusal as a dict)."""
-    with SubmissionClient(url, netuid=NETUID, signer=signer, timeout_s=30) as client:
+    with SubmissionClient(url, signer=signer, timeout_s=30) as client:
         try:
             receipt = client.submit(body)  # type: ignore[arg-type]
         except SubmitError as exc:
@@ -151,11 +162,13 @@ def prepare_node(work: Path, port: int, hotkeys: dict[str, str]) -> Path:
 
     source = write_jsonl(work / "source" / "docs.jsonl", english_like_documents(850, seed=0))
     prepare_data(small_spec([source]), work / "data")
-    registered = [h for name, h in hotkeys.items() if name != "stranger"]
+    registered = [h for name, h in hotkeys.items() if name not in ("stranger", "validator")]
     (work / "metagraph.json").write_text(json.dumps({"hotkeys": registered, "block": 1}))
     doc = {
         "chain": {"netuid": NETUID, "mode": "local", "allow_any_hotkey": False,
-                  "metagraph_file": str(work / "metagraph.json")},
+                  "metagraph_file": str(work / "metagraph.json"),
+                  "local_ledger": str(work / "local-chain.db")},
+        "wallet": {"name": "validator", "hotkey": "default", "path": str(work / "wallets")},
         "storage": {"url": f"sqlite:///{work / 'prism.db'}"},
         "data": {"root": str(work / "data")},
         "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
@@ -181,8 +194,9 @@ def bundle_of(source: Path, tag: str) -> Bundle:
 class Load:
     """Steady uploads of every kind; retries the ones whose answer was lost."""
 
-    def __init__(self, url: str, keys: dict, rng: random.Random) -> None:
-        self.url, self.keys, self.rng = url, keys, rng
+    def __init__(self, url: str, wallets: dict, ledger: LocalLedger,
+                 rng: random.Random) -> None:
+        self.url, self.wallets, self.ledger, self.rng = url, wallets, ledger, rng
         self.accepted: dict[int, str] = {}  # submission id -> kind
         self.mine: dict[str, tuple[str, Bundle]] = {}  # digest -> (hotkey name, bundle)
         self.retry: list[tuple[str, str, Bundle]] = []
@@ -191,7 +205,9 @@ class Load:
         self.serial = 0
 
     def _send(self, kind: str, who: str, body: Bundle | _RawBody) -> None:
-        status, answer = upload(self.url, self.keys[who], body)
+        if isinstance(body, Bundle):
+            commit(self.ledger, self.wallets[who], body)
+        status, answer = upload(self.url, self.wallets[who], body)
         label = f"{kind}:{status}:{answer.get('rule', '')}" if status != 201 else f"{kind}:201"
         self.answers[label] += 1
         if status is None or status >= 500:
@@ -317,11 +333,11 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="prism-soak-"))
     names = ["honest", "attacker", "copier", "stranger"]
-    hotkeys = make_wallets(work / "wallets", names)
+    hotkeys = make_wallets(work / "wallets", [*names, "validator"])
     import bittensor
 
-    keys = {n: bittensor.Wallet(name=n, hotkey="default", path=str(work / "wallets")).hotkey
-            for n in names}
+    wallets = {n: bittensor.Wallet(name=n, hotkey="default", path=str(work / "wallets"))
+               for n in names}
     port = free_port()
     config = prepare_node(work, port, hotkeys)
     url = f"http://127.0.0.1:{port}"
@@ -333,7 +349,7 @@ def main() -> None:
          "--seed", str(args.seed)], cwd=ROOT)
     started = time.monotonic()
     wait_healthy(url, 180)
-    load = Load(url, keys, random.Random(args.seed))
+    load = Load(url, wallets, LocalLedger(work / "local-chain.db"), random.Random(args.seed))
     run_load(load, args.duration, args.pace, args.honest_every)
     (work / "calm").touch()  # no more kills; let the queue drain
     print(f"soak: load done after {time.monotonic() - started:.0f} s; draining", flush=True)
