@@ -31,9 +31,14 @@ class Store:
         self.url = url
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(url, future=True)
         if parsed.get_backend_name() == "sqlite":
+            # The driver waits this long for a lock from the first statement on (its own
+            # default is 5 s, too short beside another node's first migration).
+            self.engine: Engine = create_engine(
+                url, future=True, connect_args={"timeout": busy_timeout_ms / 1000})
             _tune_sqlite(self.engine, busy_timeout_ms)
+        else:
+            self.engine = create_engine(url, future=True)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if parsed.get_backend_name() == "postgresql":
             # Nodes starting together must not both create the schema: hold a session-level
@@ -88,8 +93,8 @@ def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}").fetchall()  # before WAL
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()

@@ -6,6 +6,7 @@ the same moment, then write at once.
 
 import multiprocessing as mp
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -65,6 +66,29 @@ def test_two_nodes_open_a_new_store_at_once_migrate_it_once_and_write_without_lo
         con = sqlite3.connect(url.database)
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_store_opened_while_another_process_holds_the_lock_waits_its_busy_timeout(tmp_path):
+    """Switching a new SQLite file to WAL needs the lock a migrating node holds: opening must
+    wait `busy_timeout_ms` for it, not the driver's 5 s default (a node started beside a
+    slow first migration died with "database is locked")."""
+    path = tmp_path / "prism.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    releaser = threading.Timer(6.0, holder.execute, args=("COMMIT",))
+    releaser.start()
+    started = time.monotonic()
+    try:
+        store = Store(f"sqlite:///{path}", busy_timeout_ms=20_000)
+    finally:
+        releaser.join()
+        holder.close()
+    waited = time.monotonic() - started
+    with store.session() as s:
+        version = s.execute(text("select max(version) from schema_version")).scalar()
+    store.close()
+    assert version == LATEST
+    assert 5.5 < waited < 20, waited
 
 
 def test_migration_is_idempotent_and_versioned(store_url):
