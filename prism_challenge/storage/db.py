@@ -93,7 +93,9 @@ def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}").fetchall()  # before WAL
+        # Before the WAL switch, which needs the lock a migrating node holds; its answer is
+        # read to the end (left pending, the switch failed at once beside a writer).
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}").fetchall()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
