@@ -11,7 +11,9 @@ A bundle is accepted only when its digest is what the hotkey's latest commitment
 the commitment's block (then the hotkey's uid) is the bundle's precedence, the same on
 every validator. An exact copy already stored for another hotkey keeps its row unless the
 incoming commitment is earlier: then the row passes to the earlier committer, so the
-order in which uploads happen to reach this validator decides nothing.
+order in which uploads happen to reach this validator decides nothing. The same bundle
+uploaded again by its own hotkey is an idempotent repeat, except after a failure on the
+validator's side (infrastructure): then it is queued again with fresh attempts.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from prism_challenge.chain.precedence import precedence
 from prism_challenge.chain.subnet import Commitment, commitment_value
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.intake.schemas import Receipt
-from prism_challenge.storage import Status, serialize_on
+from prism_challenge.storage import Status, failed_for_infra, reopen_after_infra, serialize_on
 from prism_challenge.storage.tables import BundleFingerprint, Nonce, Submission
 
 
@@ -146,6 +148,9 @@ def admit(
         session.add(Nonce(hotkey=hotkey, nonce=str(caller.nonce_ns), seen_at=now))
         return _receipt(original, idempotent=False)
     session.add(Nonce(hotkey=hotkey, nonce=str(caller.nonce_ns), seen_at=now))
+    if original is not None and failed_for_infra(original):
+        # It failed on this validator's side: the miner's new upload queues it again.
+        return _receipt(reopen_after_infra(session, original, now=now), idempotent=False)
     if original is not None:
         return _receipt(original, idempotent=True)
     row = Submission(

@@ -1,6 +1,15 @@
 """Storage: the SQL store, its schema and migrations, and the submission lifecycle."""
 
 from prism_challenge.storage.db import Store, serialize_on
-from prism_challenge.storage.lifecycle import FINAL, IllegalTransition, Status, transition
+from prism_challenge.storage.lifecycle import (
+    FINAL,
+    INFRA_PREFIX,
+    IllegalTransition,
+    Status,
+    failed_for_infra,
+    reopen_after_infra,
+    transition,
+)
 
-__all__ = ["FINAL", "IllegalTransition", "Status", "Store", "serialize_on", "transition"]
+__all__ = ["FINAL", "INFRA_PREFIX", "IllegalTransition", "Status", "Store", "failed_for_infra",
+           "reopen_after_infra", "serialize_on", "transition"]

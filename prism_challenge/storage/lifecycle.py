@@ -1,4 +1,4 @@
-"""The submission state machine of DESIGN §1, enforced in one place.
+"""The submission state machine (docs/submissions.md), enforced in one place.
 
 Every status change goes through `transition`, which refuses moves the lifecycle does not
 allow and does a compare-and-set on the current status, so two workers can never both take
@@ -52,11 +52,13 @@ def transition(
     expected: Status | str | None = None,
     not_before: float | None = None,
     now: float | None = None,
+    refund: bool = False,
 ) -> Submission:
     """Move a submission to `new`; entering RUNNING counts an attempt.
 
     `expected` pins the status the caller believes is current; the update only applies if
-    the row still has it (compare-and-set).
+    the row still has it (compare-and-set). `refund` hands back the attempt of a run that
+    the validator interrupted (a shutdown, its own crash): only RUNNING -> QUEUED may refund.
     """
     new = Status(new)
     row = session.get(Submission, submission_id)
@@ -75,6 +77,11 @@ def transition(
     values: dict = {"status": new.value, "reason": reason, "updated_at": now}
     if new == Status.RUNNING:
         values["attempts"] = Submission.attempts + 1
+    if refund:
+        if (current, new) != (Status.RUNNING, Status.QUEUED):
+            raise IllegalTransition(f"submission {submission_id}: only running -> queued "
+                                    "refunds an attempt")
+        values["attempts"] = Submission.attempts - 1
     if not_before is not None:
         values["not_before"] = not_before
     result = session.execute(
@@ -85,5 +92,34 @@ def transition(
     )
     if result.rowcount != 1:
         raise IllegalTransition(f"submission {submission_id} changed status concurrently")
+    session.refresh(row)
+    return row
+
+
+# Every reason the validator writes when a run failed on its side starts so; nothing a
+# bundle prints can supply the prefix (the validator writes it before any detail).
+INFRA_PREFIX = "infra"
+
+
+def failed_for_infra(row: Submission) -> bool:
+    """A submission that failed on the validator's side, never charged to the miner."""
+    return row.status == Status.FAILED.value and (row.reason or "").startswith(INFRA_PREFIX)
+
+
+def reopen_after_infra(session: Session, row: Submission, *, now: float | None = None
+                       ) -> Submission:
+    """Queue again, with fresh attempts, a submission that failed for infrastructure reasons
+    (the miner submitted the same bundle again): the failure was never the miner's."""
+    if not failed_for_infra(row):
+        raise IllegalTransition(f"submission {row.id} did not fail on the validator's side")
+    now = time.time() if now is None else now
+    result = session.execute(
+        update(Submission)
+        .where(Submission.id == row.id, Submission.status == Status.FAILED.value)
+        .values(status=Status.QUEUED.value, attempts=0, updated_at=now,
+                reason="submitted again after an infrastructure failure")
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:
+        raise IllegalTransition(f"submission {row.id} changed status concurrently")
     session.refresh(row)
     return row

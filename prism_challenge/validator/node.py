@@ -118,7 +118,7 @@ class ValidatorNode:
         swept = Cgroup.sweep_stale()
         if self.cluster is not None:  # a crashed head's slot actors end before any resume
             self.workers += [self._remote_worker(slot) for slot in self.cluster.connect()]
-        resumed = resume_interrupted(self.store, self.settings.validator.max_attempts)
+        resumed = resume_interrupted(self.store)
         resumed += verification_jobs.resume_interrupted(self.store)
         caught_up = EvaluationWorker(self.settings, self.store, None, self.registry
                                      ).catch_up_registry()

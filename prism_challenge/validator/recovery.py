@@ -1,8 +1,10 @@
-"""Start-up recovery: whatever a killed validator left half-done is resumed, never lost.
+"""Start-up recovery: whatever a stopped or killed validator left half-done is resumed.
 
-A submission found `running` at start-up was interrupted (the process died mid-run): it goes
-back to the queue, or to `failed` once its attempts are spent. Scored submissions that the
-research registry has not folded in yet are handed to it again (observe is idempotent).
+A submission found `running` at start-up was interrupted (the process died mid-run); one
+found `queued` with the shutdown reason was handed back by a clean shutdown. Either way the
+interruption was the validator's, so the attempt is refunded and the run starts again: an
+operator's restarts never spend a miner's attempts. Scored submissions that the research
+registry has not folded in yet are handed to it again (observe is idempotent).
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from prism_challenge.storage.tables import Submission
 
 log = logging.getLogger("prism.validator")
 
+# The reason a clean shutdown leaves on the runs it hands back (worker and recovery agree).
+SHUTDOWN_REASON = "interrupted by a validator shutdown"
 
-def resume_interrupted(store: Store, max_attempts: int) -> list[int]:
+
+def resume_interrupted(store: Store) -> list[int]:
+    """Requeue (refunding the attempt) every run the last process left running; return those
+    and the ones a clean shutdown handed back, in id order: all of them run again."""
     with store.session() as s:
-        rows = list(s.scalars(select(Submission).where(Submission.status == Status.RUNNING.value)))
-        resumed = []
-        for row in rows:
-            if row.attempts >= max_attempts:
-                transition(s, row.id, Status.FAILED, expected=Status.RUNNING,
-                           reason=f"interrupted {row.attempts} times; attempts exhausted")
-            else:
-                transition(s, row.id, Status.QUEUED, expected=Status.RUNNING,
-                           reason=f"resumed after an interrupted attempt {row.attempts}")
-                resumed.append(row.id)
+        running = list(s.scalars(select(Submission.id)
+                                 .where(Submission.status == Status.RUNNING.value)))
+        for sid in running:
+            transition(s, sid, Status.QUEUED, expected=Status.RUNNING, refund=True,
+                       reason="resumed after the validator stopped mid-run")
+        handed_back = list(s.scalars(select(Submission.id).where(
+            Submission.status == Status.QUEUED.value, Submission.reason == SHUTDOWN_REASON)))
+    resumed = sorted(set(running) | set(handed_back))
     for sid in resumed:
         log.info("resumed interrupted submission %s", sid)
     return resumed

@@ -37,6 +37,7 @@ from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission, Verification
 from prism_challenge.validator import verification_jobs
+from prism_challenge.validator.recovery import SHUTDOWN_REASON
 from prism_challenge.validator.rotation import Rotation
 
 log = logging.getLogger("prism.validator")
@@ -132,7 +133,7 @@ class EvaluationWorker:
             result = verdict(replay, self.settings.verification)
         except Cancelled:
             with self.store.session() as s:
-                verification_jobs.retry_or_fail(s, sid, "interrupted by a validator shutdown",
+                verification_jobs.retry_or_fail(s, sid, SHUTDOWN_REASON,
                                                 max_attempts, counted=False)
             return
         except Exception as exc:  # the validator's side failed: retry later
@@ -168,7 +169,9 @@ class EvaluationWorker:
                                          cancel=self.cancel, early_stop=early_stop)
                 record = self._blame_host(record, started)
         except Cancelled:
-            self._requeue(sid, "interrupted by a validator shutdown")
+            with self.store.session() as s:  # the validator's interruption: no attempt spent
+                transition(s, sid, Status.QUEUED, expected=Status.RUNNING, refund=True,
+                           reason=SHUTDOWN_REASON)
             return
         except Exception as exc:  # the validator's side failed: retry later
             log.exception("submission %s: run failed on the validator's side", sid)
@@ -200,10 +203,6 @@ class EvaluationWorker:
         detail = f"host fault: {evidence}; the run ended with {record.exit_reason}: " \
                  f"{record.exit_detail}"
         return record.model_copy(update={"exit_reason": "infra", "exit_detail": detail[:4000]})
-
-    def _requeue(self, sid: int, reason: str) -> None:
-        with self.store.session() as s:
-            transition(s, sid, Status.QUEUED, expected=Status.RUNNING, reason=reason)
 
     def _infra(self, s, sid: int, detail: str) -> None:
         """The run failed on the host's side: retry it on another slot, never charge it."""

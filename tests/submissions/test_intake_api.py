@@ -79,6 +79,35 @@ def test_same_bundle_same_hotkey_is_idempotent(node, miner, make_bundle):
     assert node.counts() == (counts[0], counts[1] + 1)  # only the new nonce is stored
 
 
+@pytest.mark.parametrize("reason, reopened", [
+    ("infra: FileNotFoundError: bwrap (after 3 attempts)", True),
+    ("infra failure: host faults on slots [0, 1]: Xid 79", True),
+    ("unscorable record: no batches", False),
+])
+def test_the_same_bundle_after_an_infra_failure_is_queued_again(node, miner, make_bundle,
+                                                                 reason, reopened):
+    """A failure on the validator's side never costs the miner the bundle: uploading it again
+    queues it with fresh attempts. Any other final state stays an idempotent repeat."""
+    bundle = make_bundle("infra-" + reason[:5])
+    first = node.post(miner, bundle.to_wire())
+    sid = first.json()["id"]
+    with node.store.session() as session:
+        transition(session, sid, Status.QUEUED)
+        for _ in range(3):
+            transition(session, sid, Status.RUNNING)
+            transition(session, sid, Status.QUEUED)
+        transition(session, sid, Status.FAILED, reason=reason)
+    second = node.post(miner, bundle.to_wire())
+    assert second.status_code == (201 if reopened else 200), second.text
+    body = second.json()
+    assert (body["id"], body["idempotent"]) == (sid, not reopened)
+    with node.store.session() as session:
+        row = session.get(Submission, sid)
+        expected = ("queued", 0) if reopened else ("failed", 3)
+        assert (row.status, row.attempts) == expected
+        assert session.query(Submission).count() == 1
+
+
 def test_copy_from_another_hotkey_is_refused_and_the_first_keeps_precedence(
     node, miner, rival, make_bundle
 ):

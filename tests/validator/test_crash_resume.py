@@ -1,4 +1,5 @@
-"""Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once."""
+"""Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once,
+without spending the miner's attempt on the validator's crash."""
 
 from __future__ import annotations
 
@@ -71,11 +72,11 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
         second.send_signal(signal.SIGTERM)
         assert second.wait(60) == 0
     assert db.execute("select status, attempts from submissions where id=?", (sid,)
-                      ).fetchone() == ("scored", 2)
+                      ).fetchone() == ("scored", 1)
     assert db.execute("select count(*) from scores where submission_id=?", (sid,)
                       ).fetchone() == (1,)
     assert db.execute("select attempt from run_records where submission_id=?", (sid,)
-                      ).fetchall() == [(2,)]
+                      ).fetchall() == [(1,)]
     # not on a terminal: one JSON object a line (the default --log-format auto)
     lines = [json.loads(ln) for ln in log.read_text().splitlines()]
     assert any(ln["logger"] == "prism.validator" and ln["level"] == "info"

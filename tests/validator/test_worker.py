@@ -16,10 +16,10 @@ from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord as Record
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard
-from prism_challenge.storage import Status, transition
+from prism_challenge.storage import IllegalTransition, Status, transition
 from prism_challenge.storage.tables import RunRecord, Score, Submission, Verification
 from prism_challenge.validator import verification_jobs
-from prism_challenge.validator.recovery import resume_interrupted
+from prism_challenge.validator.recovery import SHUTDOWN_REASON, resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
 
 
@@ -77,34 +77,66 @@ def test_a_claim_is_taken_by_one_worker_only(store, tmp_path, prepared_data):
     assert _row(store, sid)[:2] == ("running", 1)
 
 
-def test_shutdown_cancels_the_run_and_requeues(store, tmp_path, prepared_data):
-    settings = _settings(tmp_path)
+def test_three_shutdowns_spend_no_attempt_and_the_run_scores_once(store, tmp_path,
+                                                                   prepared_data):
+    """A shutdown mid-run hands the run back without charging it; after three, the run
+    completes on the first real attempt and is scored exactly once."""
+    settings = _settings(tmp_path, max_attempts=2)
     runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
-    cancel = threading.Event()
-    worker = EvaluationWorker(settings, store, runner, registry=None, cancel=cancel)
     sid = _queued(store)
-    threading.Timer(1.5, cancel.set).start()
-    started = time.monotonic()
+    for _ in range(3):
+        cancel = threading.Event()
+        worker = EvaluationWorker(settings, store, runner, registry=None, cancel=cancel)
+        threading.Timer(1.5, cancel.set).start()
+        started = time.monotonic()
+        assert worker.run_once() == sid
+        assert time.monotonic() - started < 20
+        assert _row(store, sid) == ("queued", 0, SHUTDOWN_REASON)
+        assert not list((tmp_path / "runs").glob("*"))  # the run directory was cleaned up
+    worker = EvaluationWorker(settings, store, runner, registry=None)
     assert worker.run_once() == sid
-    assert time.monotonic() - started < 20
-    status, attempts, reason = _row(store, sid)
-    assert (status, attempts) == ("queued", 1)
-    assert "shutdown" in reason
-    assert not list((tmp_path / "runs").glob("*"))  # the run directory was cleaned up
+    assert _row(store, sid)[:2] == ("scored", 1)
+    with store.session() as s:
+        assert s.query(Score).filter_by(submission_id=sid).count() == 1
+        assert [r.attempt for r in s.query(RunRecord).filter_by(submission_id=sid)] == [1]
 
 
-@pytest.mark.parametrize("attempts, expected", [(1, "queued"), (3, "failed")])
-def test_recovery_requeues_or_fails_interrupted_runs(any_store, attempts, expected):
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_recovery_requeues_interrupted_runs_and_refunds_the_attempt(any_store, attempts):
+    """The validator died mid-run: its fault, not the miner's. The run goes back to the queue
+    with the interrupted attempt handed back, however many attempts were spent before."""
     store = any_store
-    sid = _queued(store)
+    sid, idle = _queued(store), _queued(store, "idle")
     with store.session() as s:
         for _ in range(attempts):
             transition(s, sid, Status.RUNNING)
             if _ < attempts - 1:
                 transition(s, sid, Status.QUEUED)
-    resumed = resume_interrupted(store, max_attempts=3)
-    assert resumed == ([sid] if expected == "queued" else [])
-    assert _row(store, sid)[0] == expected
+    assert resume_interrupted(store) == [sid]
+    assert _row(store, sid)[:2] == ("queued", attempts - 1)
+    assert _row(store, idle)[:2] == ("queued", 0)
+
+
+def test_recovery_counts_runs_a_clean_shutdown_handed_back(any_store):
+    store = any_store
+    sid, other = _queued(store), _queued(store, "other")
+    with store.session() as s:
+        transition(s, sid, Status.RUNNING)
+        transition(s, sid, Status.QUEUED, refund=True, reason=SHUTDOWN_REASON)
+    assert resume_interrupted(store) == [sid]
+    assert _row(store, sid)[:2] == ("queued", 0) and _row(store, other)[:2] == ("queued", 0)
+
+
+def test_only_running_to_queued_refunds_an_attempt(any_store):
+    store = any_store
+    sid = _queued(store)
+    with store.session() as s:
+        with pytest.raises(IllegalTransition, match="only running -> queued"):
+            transition(s, sid, Status.RUNNING, refund=True)
+        transition(s, sid, Status.RUNNING)
+        with pytest.raises(IllegalTransition, match="only running -> queued"):
+            transition(s, sid, Status.FAILED, refund=True)
+    assert _row(store, sid)[:2] == ("running", 1)
 
 
 def _verification(store, sid):
