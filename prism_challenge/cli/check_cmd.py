@@ -47,6 +47,9 @@ DataRootOption = Annotated[
 
 def load_bundle(bundle_dir: Path, console: Console) -> Bundle:
     """The bundle, or exit 2 (no such folder) / 1 (the folder breaks the bundle rules)."""
+    if bundle_dir.is_file():
+        fail(f"{bundle_dir} is a file: give the bundle folder that holds architecture.py and "
+             f"training.py ({bundle_dir.parent})")
     if not bundle_dir.is_dir():
         fail(f"{bundle_dir}: no such bundle folder")
     try:

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -87,4 +88,53 @@ def test_missing_file(tmp_path):
 def test_bad_environment_value_names_key(monkeypatch):
     monkeypatch.setenv("PRISM_INTAKE__PORT", "not-a-port")
     with pytest.raises(ConfigError, match="intake.port"):
+        load_settings()
+
+
+@pytest.mark.parametrize("variable, suggestion", [
+    ("PRISM_CHALENGE__TOKEN_BUDGET", "PRISM_CHALLENGE__TOKEN_BUDGET"),
+    ("PRISM_CHALLENGE__TOKEN_BUDGT", "PRISM_CHALLENGE__TOKEN_BUDGET"),
+    ("PRISM_SCORING__NOTHING_LIKE_IT", None),
+])
+def test_a_misspelt_environment_override_is_refused_not_ignored(monkeypatch, variable,
+                                                                 suggestion):
+    monkeypatch.setenv(variable, "65536")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith(f"environment: {variable} names no setting")
+    assert "\n" not in message and "fix or unset it" in message
+    if suggestion:
+        assert f"did you mean {suggestion}?" in message
+    else:
+        assert "config.example.yaml" in message
+
+
+def test_known_and_harness_variables_pass(monkeypatch):
+    monkeypatch.setenv("PRISM_CHALLENGE__SEQ_LEN", "64")
+    monkeypatch.setenv("PRISM_CONFIG", "unused.yaml")
+    monkeypatch.setenv("PRISM_SEED", "3")
+    monkeypatch.setenv("PRISM_INTAKE", '{"port": 9999}')
+    settings = load_settings()
+    assert (settings.challenge.seq_len, settings.intake.port) == (64, 9999)
+
+
+def test_an_environment_error_names_the_variable_not_the_file(tmp_path, monkeypatch):
+    config = tmp_path / "c.yaml"
+    config.write_text("challenge:\n  seq_len: 64\n")
+    monkeypatch.setenv("PRISM_INTAKE__PORT", "not-a-port")
+    with pytest.raises(ConfigError, match=r"^environment PRISM_INTAKE__PORT: intake\.port: "):
+        load_settings(config)
+    monkeypatch.delenv("PRISM_INTAKE__PORT")
+    config.write_text("challenge:\n  seq_len: -1\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(config))}: challenge\.seq_len"):
+        load_settings(config)
+
+
+def test_a_variable_named_as_a_secrets_holder_is_not_a_typo(tmp_path, monkeypatch):
+    config = tmp_path / "c.yaml"
+    config.write_text("llm:\n  api_key_env: PRISM_LLM_KEY\n")
+    monkeypatch.setenv("PRISM_LLM_KEY", "secret")
+    assert load_settings(config).llm.api_key_env == "PRISM_LLM_KEY"
+    with pytest.raises(ConfigError, match="PRISM_LLM_KEY names no setting"):
         load_settings()

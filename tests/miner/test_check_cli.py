@@ -80,6 +80,10 @@ def test_check_usage_and_data_errors_exit_2(tiny_config, prepared_data, tmp_path
     example = copy_example("baseline", tmp_path / "b")
     res = _check_fast(tmp_path / "missing", tiny_config, prepared_data)
     assert res.returncode == 2 and "no such bundle folder" in res.stderr
+    res = _check_fast(example / "training.py", tiny_config, prepared_data)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert f"training.py is a file: give the bundle folder that holds architecture.py and " \
+           f"training.py ({example})" in res.stderr
     nowhere = tmp_path / "no-data"
     res = _check_fast(example, tiny_config, nowhere)
     assert res.returncode == 2
