@@ -36,7 +36,8 @@ class LlmReviewer:
             raise LlmConfigError(
                 f"llm.enabled is true but the environment variable {settings.api_key_env} "
                 "(llm.api_key_env) is not set; set it, or set llm.enabled: false to run "
-                "without review (submissions are then marked unreviewed)"
+                "without the LLM (no review: submissions are marked unreviewed; no research "
+                "proposals)"
             )
         self.settings = settings
         self.model = settings.model

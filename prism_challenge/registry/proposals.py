@@ -58,9 +58,9 @@ def make_client(llm_settings) -> openai.OpenAI:
     key = os.environ.get(llm_settings.api_key_env)
     if not key:
         raise ValueError(
-            f"the research cycle needs an LLM key in the environment variable "
-            f"{llm_settings.api_key_env} (llm.api_key_env); set it, or set "
-            "registry.cycle_scored: 0 to run without proposals"
+            f"llm.enabled is true but the environment variable {llm_settings.api_key_env} "
+            "(llm.api_key_env) is not set; set it, or set llm.enabled: false to run without "
+            "the LLM (no review, no research proposals)"
         )
     import openai
 

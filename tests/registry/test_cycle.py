@@ -159,5 +159,7 @@ def test_the_research_loop_is_off_without_an_llm_or_a_cadence(store):
     reg = Registry(store, RegistrySettings(), seeds=[OPT])
     assert ResearchLoop.from_settings(Settings(llm={"enabled": False}), reg) is None
     assert ResearchLoop.from_settings(Settings(registry={"cycle_scored": 0}), reg) is None
-    with pytest.raises(ValueError, match="PRISM_NO_SUCH_KEY"):
+    # one message naming the one switch that fixes both LLM users (review and research)
+    with pytest.raises(ValueError, match=r"PRISM_NO_SUCH_KEY .*set llm\.enabled: false to run "
+                                         r"without the LLM \(no review, no research"):
         ResearchLoop.from_settings(Settings(llm={"api_key_env": "PRISM_NO_SUCH_KEY"}), reg)
