@@ -85,3 +85,18 @@ def settings_from(path: Path | None) -> Settings:
         return load_settings(path)
     except ConfigError as exc:
         fail(str(exc))
+
+
+def open_existing_store(url: str, hint: str):
+    """The node's store for a command that only reads it: a SQLite file that does not exist
+    is refused with `hint` (the next step) instead of being created where the command ran."""
+    from sqlalchemy.engine import make_url
+
+    from prism_challenge.storage import Store
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).exists():
+            fail(f"no store at {parsed.database}: {hint}")
+    return Store(url)
+

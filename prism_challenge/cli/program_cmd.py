@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.cli.common import ConfigOption, fail, open_existing_store, settings_from
 from prism_challenge.storage import Store
 
+NO_STORE = ("this node has no registry yet (start `prism validator`, or read a validator's "
+            "brief with --url http://HOST:PORT)")
 HOTKEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the API's bound on ?hotkey=
 
 
@@ -38,7 +41,9 @@ def _chain_block(settings) -> int | None:
 def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:
     from prism_challenge.registry.service import Registry
 
-    store = Store(settings.storage.url)
+    # A node without a store has an empty registry: its brief is read from an in-memory one,
+    # so reading never creates a store where the command ran.
+    store = Store(settings.storage.url if _store_exists(settings.storage.url) else "sqlite://")
     try:
         reg = Registry(store, settings)
         if hotkey is None:
@@ -46,6 +51,15 @@ def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:
         return reg.program_for(hotkey, settings, _chain_block(settings))
     finally:
         store.close()
+
+
+def _store_exists(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return True
+    return Path(parsed.database).exists()
 
 
 def _remote(url: str, hotkey: str | None, as_json: bool) -> str:
@@ -102,7 +116,7 @@ def note(
     from prism_challenge.registry.service import Registry
 
     settings = settings_from(config)
-    store = Store(settings.storage.url)
+    store = open_existing_store(settings.storage.url, NO_STORE)
     try:
         entry = Registry(store, settings).note(hypothesis, text)
     except LedgerError as exc:

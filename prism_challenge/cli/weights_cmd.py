@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.engine import make_url
 
 from prism_challenge.cli.common import (
     ConfigOption,
@@ -29,6 +28,7 @@ from prism_challenge.cli.common import (
     WalletNameOption,
     WalletPathOption,
     fail,
+    open_existing_store,
     settings_from,
     with_chain_flags,
 )
@@ -77,11 +77,7 @@ def _research_credit(path: Path | None) -> dict[str, float]:
 
 
 def _open_store(url: str) -> Store:
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        if not Path(parsed.database).exists():
-            fail(f"no store at {parsed.database}: nothing has been scored on this node yet")
-    return Store(url)
+    return open_existing_store(url, "nothing has been scored on this node yet")
 
 
 def _table(plan: WeightPlan) -> Table:

@@ -61,3 +61,22 @@ def test_user_text_is_printed_literally_never_as_markup(tmp_path, capsys):
         Finding("axes", "fail", "prism.toml [axes]: unknown axis 'heads'")]))
     text = console.export_text()
     assert "prism check [bold]x[/]" in text and "prism.toml [axes]: unknown axis" in text
+
+
+def test_a_node_without_a_store_gets_no_store_from_the_registry_commands(tmp_path):
+    """`prism program` reads: without a store it prints the empty registry's brief and
+    creates nothing. `prism registry note` needs the node's registry: it says so in one line
+    and creates nothing."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "prism_challenge.cli", *args],
+                              capture_output=True, text=True, cwd=tmp_path)
+
+    brief = run("program")
+    assert brief.returncode == 0, brief.stderr
+    assert "`prism.toml` under `[axes]`" in brief.stdout and "<!-- sha256 " in brief.stdout
+    note = run("registry", "note", "H001", "x")
+    assert note.returncode == 2
+    assert note.stderr.strip() == (
+        "error: no store at prism-data/prism.db: this node has no registry yet (start "
+        "`prism validator`, or read a validator's brief with --url http://HOST:PORT)")
+    assert list(tmp_path.iterdir()) == []
