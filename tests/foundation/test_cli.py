@@ -80,3 +80,17 @@ def test_a_node_without_a_store_gets_no_store_from_the_registry_commands(tmp_pat
         "error: no store at prism-data/prism.db: this node has no registry yet (start "
         "`prism validator`, or read a validator's brief with --url http://HOST:PORT)")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_readme_lists_every_command_of_prism_help():
+    import re
+    from pathlib import Path
+
+    import typer.main
+
+    from prism_challenge.cli.app import app
+
+    commands = sorted(typer.main.get_command(app).commands)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = readme.split("`prism --help` lists them:", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"`([a-z-]+)`", listed)) == commands
