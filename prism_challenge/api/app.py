@@ -42,6 +42,10 @@ def create_app(deps: ApiDeps) -> FastAPI:
         version=__version__,
         description="Signed submissions, their status, and the node's public state.",
         responses=REFUSALS_DOC,
+        # Swagger and ReDoc load their scripts from a CDN (blank offline); the dashboard
+        # serves /docs from the OpenAPI document instead.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     http_counts.install(app, deps.http_counts)

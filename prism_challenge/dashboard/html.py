@@ -34,7 +34,7 @@ tr.leader td{background:#fff8e1}
 .mono{font-family:ui-monospace,monospace;white-space:nowrap}.t{white-space:nowrap}
 nav a{margin-right:14px}
 .prism-posteriors td:nth-child(n+3){white-space:nowrap}
-.reason{max-width:420px;overflow-wrap:anywhere}
+.reason{max-width:420px;overflow-wrap:anywhere;white-space:pre-line}
 .pairs th{width:180px}
 .counts{display:flex;gap:10px;flex-wrap:wrap;margin-bottom:8px}
 .chart{max-width:100%;height:auto;font-size:11px}.chart .axis{font-size:12px}

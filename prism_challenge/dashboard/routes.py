@@ -6,12 +6,13 @@ Read-only HTML, one store session per page, no scripts (the page reloads itself 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from prism_challenge import __version__
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.params import CorpusQuery, SubmissionId
+from prism_challenge.dashboard.api_page import render_api_docs
 from prism_challenge.dashboard.cluster_panel import cluster_html
 from prism_challenge.dashboard.html import esc, page, section
 from prism_challenge.dashboard.journal_page import PAGE, render_journal
@@ -35,10 +36,9 @@ def build(deps: ApiDeps) -> APIRouter:
 
     def meta() -> str:
         s = deps.settings
-        return esc(
-            f"netuid {s.chain.netuid} · {s.mode} mode · block {deps.metagraph.block} · "
-            f"v{__version__}"
-        )
+        block = deps.metagraph.block
+        where = f"block {block}" if block is not None else "no chain block yet"
+        return esc(f"netuid {s.chain.netuid} · {s.mode} mode · {where} · v{__version__}")
 
     @router.get("/", response_class=HTMLResponse)
     @router.get("/dashboard", response_class=HTMLResponse)
@@ -71,5 +71,11 @@ def build(deps: ApiDeps) -> APIRouter:
         body = render_submission(view)
         title = f"Submission {submission_id}"
         return HTMLResponse(page(title, body, meta=meta(), refresh_s=cfg.refresh_s))
+
+    @router.get("/docs", response_class=HTMLResponse)
+    def api_docs(request: Request) -> HTMLResponse:
+        """The routes of this node from its OpenAPI document, rendered here (no CDN): the
+        page works on a host without internet access."""
+        return HTMLResponse(page("API", render_api_docs(request.app.openapi()), meta=meta()))
 
     return router

@@ -23,6 +23,20 @@ SCORE_FIELDS = ("prequential_bpb", "tail_bpb", "uniform_bpb", "gap", "penalty",
                 "unconsumed_tokens", "exit_reason")
 
 
+def _value(value: object) -> str:
+    """A stored figure as the page shows figures: floats to 6 decimals, the rest as text."""
+    return num(value, 6) if isinstance(value, float) else esc(value)
+
+
+def _review(r) -> str:
+    """What the LLM review did: a bundle refused before the review never had one."""
+    if r.reviewed == "unreviewed":
+        return badge("unreviewed", "warn")
+    if r.reviewed == "pending" and r.status in ("rejected", "failed"):
+        return esc("not reviewed (refused before the LLM review)")
+    return esc(r.reviewed)
+
+
 def _pairs(rows: list[tuple[str, str]]) -> str:
     body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<table class="pairs"><tbody>{body}</tbody></table>'
@@ -35,8 +49,7 @@ def summary_html(view: SubmissionView) -> str:
         ("status", status_badge(r.status)),
         ("reason", f'<span class="reason">{esc(r.reason)}</span>'),
         ("attempts", str(r.attempts)),
-        ("LLM review", badge("unreviewed", "warn") if r.reviewed == "unreviewed"
-         else esc(r.reviewed)),
+        ("LLM review", _review(r)),
         ("hotkey", hotkey(r.hotkey)),
         ("digest", f'<span class="mono">{esc(r.digest)}</span>'),
         ("accepted", when(r.accepted_at) + (f" (block {r.block})" if r.block else "")),
@@ -56,7 +69,7 @@ def score_html(score: ScoreView | None) -> str:
           if score.detail.get("censored") else []),
         ("reason", f'<span class="reason">{esc(score.reason)}</span>'),
     ]
-    rows += [(k, esc(score.detail[k])) for k in SCORE_FIELDS if k in score.detail]
+    rows += [(k, _value(score.detail[k])) for k in SCORE_FIELDS if k in score.detail]
     rows.append(("scored", when(score.created_at)))
     return _pairs(rows)
 

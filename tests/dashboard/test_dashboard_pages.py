@@ -351,3 +351,45 @@ def test_a_run_stopped_early_shows_as_censored(store, serve):
     page = get(f"{url}/dashboard/submissions/{sid}").text
     assert dict((r[0], r[1]) for r in table(page, "score"))["censored"] == \
         "censored: stopped early, the bpb is a lower bound"
+
+
+def test_a_rejection_lists_each_violation_and_no_pending_review(store, serve):
+    """A bundle refused by the AST policy never reached the LLM: the page says so, and its
+    violations keep their line breaks (they ran together on one line before)."""
+    reason = "AST policy:\nAST-IMPORT line 1: os\nAST-CALL line 4: eval"
+    sid = add_submission(store, 9, HOTKEYS[1], name="refused", path=("rejected",),
+                         reviewed="pending", reason=reason)
+    html = get(f"{serve()}/dashboard/submissions/{sid}").text
+    summary = dict((r[0], r[1]) for r in table(html, "", 0))
+    assert summary["LLM review"] == "not reviewed (refused before the LLM review)"
+    assert "white-space:pre-line" in html
+    assert '<span class="reason">AST policy:\nAST-IMPORT line 1: os\nAST-CALL line 4: eval' in html
+
+
+def test_score_figures_share_one_precision(store, serve):
+    ids = populate(store)
+    html = get(f"{serve()}/dashboard/submissions/{ids['second']}").text
+    summary = dict((r[0], r[1]) for r in table(html, "score"))
+    assert summary["uniform_bpb"] == "8.000000" and summary["gap"] == "0.010000"
+    assert summary["bpb"] == "2.000000"
+
+
+def test_the_api_page_is_rendered_here_without_a_cdn(store, serve):
+    url = serve()
+    page = get(f"{url}/docs")
+    assert page.status_code == 200 and "cdn" not in page.text.lower()
+    rows = table(page.text, "")[1:]
+    assert any(r[:2] == ["POST", "/v1/submissions"] for r in rows)
+    assert any(r[:2] == ["GET", "/v1/leaderboard"] for r in rows)
+    assert httpx.get(f"{url}/redoc").status_code == 404
+    assert httpx.get(f"{url}/openapi.json").json()["info"]["title"] == "PRISM validator"
+
+
+def test_the_header_says_when_there_is_no_chain_block(store, tmp_path, live_server):
+    from prism_challenge.api import ApiDeps, create_app
+    from prism_challenge.chain.metagraph import StaticMetagraph
+
+    deps = ApiDeps(settings=Settings(), store=store,
+                   metagraph=StaticMetagraph.of(HOTKEYS[:1], block=None))
+    html = get(live_server(create_app(deps))).text
+    assert "block None" not in html and "no chain block yet" in html
