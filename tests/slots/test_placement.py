@@ -254,3 +254,18 @@ def test_without_cgroups_the_launcher_affinity_still_places_each_slot(tmp_path, 
     slots = plan_slots(_settings(slots=2), [], (0, 1))
     out = _read_back(tmp_path, slots)
     assert out == {0: "[0] [0, 1]", 1: "[1] [0, 1]"}
+
+
+WHO = ("import getpass, grp, os, pwd; u = pwd.getpwuid(os.getuid()); "
+       "print(getpass.getuser(), u.pw_name, u.pw_dir, grp.getgrgid(os.getgid()).gr_name, "
+       "os.environ['LOGNAME'], os.environ['HOME'], os.environ['XDG_CACHE_HOME'])")
+
+
+def test_the_sandbox_user_has_a_name_a_home_and_a_group(tmp_path):
+    """Code that asks who runs it (torch.compile's inductor calls getpass.getuser()) finds a
+    normal user, never a missing passwd entry that would crash a miner's run."""
+    slot = Slot(index=0, gpus=(), cpus=())
+    result = BubblewrapBackend().run(_probe_spec(tmp_path, slot, WHO))
+    assert result.cause == "ok", result.output
+    assert result.output.split() == ["prism", "prism", "/scratch", "prism", "prism", "/scratch",
+                                     "/scratch/cache"]

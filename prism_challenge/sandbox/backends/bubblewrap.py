@@ -12,14 +12,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import Mount, SandboxResult, SandboxSpec, StopAt
+from prism_challenge.sandbox.backends.spec import (
+    SANDBOX_USER,
+    Mount,
+    SandboxResult,
+    SandboxSpec,
+    StopAt,
+)
 from prism_challenge.sandbox.backends.supervise import supervise
 
 NOBODY = "65534"
 # Name resolution inside the sandbox knows loopback only (torchrun rendezvous and gloo need
 # `localhost`); there is no DNS to ask anyway.
 HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"
-NSSWITCH = "hosts: files\n"
+NSSWITCH = "hosts: files\npasswd: files\ngroup: files\n"
+# The sandbox's uid has a name, a home and a group, as a normal user has: libraries that ask
+# who runs them (getpass.getuser() in torch.compile's inductor, for one) must not crash the
+# run, which would be charged to the miner for the validator's environment.
+PASSWD = f"{SANDBOX_USER}:x:{NOBODY}:{NOBODY}:PRISM sandbox:/scratch:/usr/sbin/nologin\n"
+GROUP = f"{SANDBOX_USER}:x:{NOBODY}:\n"
 # Driver nodes every CUDA process needs besides its own GPUs' /dev/nvidia<minor>; bound when
 # the host has them.
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -84,6 +95,8 @@ class BubblewrapBackend:
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
             "--ro-bind", str(etc / "hosts"), "/etc/hosts",
             "--ro-bind", str(etc / "nsswitch.conf"), "/etc/nsswitch.conf",
+            "--ro-bind", str(etc / "passwd"), "/etc/passwd",
+            "--ro-bind", str(etc / "group"), "/etc/group",
         ]
         for mount in runtime_mounts() + spec.mounts:
             flag = "--bind" if mount.writable else "--ro-bind"
@@ -105,5 +118,7 @@ class BubblewrapBackend:
             etc = Path(tmp)
             (etc / "hosts").write_text(HOSTS)
             (etc / "nsswitch.conf").write_text(NSSWITCH)
+            (etc / "passwd").write_text(PASSWD)
+            (etc / "group").write_text(GROUP)
             return supervise(self.command(spec, etc), spec.limits, spec.scratch, name=spec.name,
                              stop_at=stop_at, cpus=spec.cpus)

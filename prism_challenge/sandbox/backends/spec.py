@@ -85,11 +85,19 @@ class IsolationBackend(Protocol):
     def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult: ...
 
 
+# The user name a sandboxed process runs as (uid 65534): /etc/passwd inside says so too.
+SANDBOX_USER = "prism"
+
+
 def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The whole environment a sandboxed process sees: no secrets, no proxies, no HOME."""
+    """The whole environment a sandboxed process sees: no secrets, no proxies; a user name
+    and a home in scratch, as a normal user environment has (compilers and caches ask)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/scratch",
+        "USER": SANDBOX_USER,
+        "LOGNAME": SANDBOX_USER,
+        "XDG_CACHE_HOME": "/scratch/cache",
         "TMPDIR": "/scratch/tmp",
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
