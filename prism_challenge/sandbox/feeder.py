@@ -61,6 +61,7 @@ class FeederPlan:
     sample_rows: int = 16
     lanes: int = 256
     early_stop: EarlyStopPlan | None = None  # the validator's bar, fixed before the run
+    gpus: int = 0  # GPUs assigned to the sandbox: each rank's first hello must see CUDA
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class FeederState:
     problems: list[str] = field(default_factory=list)
     claimed: set[int] = field(default_factory=set)
     infra_error: str | None = None  # the feeder itself failed: not the miner's fault
+    cuda_seen: dict[int, int] = field(default_factory=dict)  # rank -> CUDA devices at hello
     diverged: str | None = None  # replay: the run asked for something the original did not
     stopped: Decision | None = None  # early stop: the run could no longer take the lead
 
@@ -237,6 +239,7 @@ class Feeder:
             raise ValueError(f"rank {rank} outside world size {self.plan.world_size}")
         if op == "hello":
             p = self.plan
+            self._check_devices(rank, header)
             return {"vocab_size": p.vocab_size, "seq_len": p.seq_len,
                     "separator_id": p.separator_id, "param_cap": p.param_cap,
                     "token_budget": p.token_budget,
@@ -266,6 +269,20 @@ class Feeder:
                     body.get("axes"), body.get("telemetry") or [])
             return {"ok": True}, b""
         raise ValueError(f"unknown op {op!r}")
+
+    def _check_devices(self, rank: int, header: dict) -> None:
+        """GPUs were assigned but CUDA is not usable inside: the host's fault, found before any
+        token is scored. Only a rank's first hello counts: the harness sends it before any of
+        the miner's code is imported, so a bundle cannot fake the fault to re-roll its run."""
+        with self._lock:
+            if rank in self.state.cuda_seen:
+                return
+            seen = header.get("cuda_devices", 0)
+            self.state.cuda_seen[rank] = seen if isinstance(seen, int) else 0
+        if self.plan.gpus and not self.state.cuda_seen[rank]:
+            raise FeederFailure(f"the sandbox was given {self.plan.gpus} GPU(s) but CUDA is not "
+                                f"usable inside it (rank {rank} sees no device): a host or "
+                                "driver fault, not the miner's")
 
     # ---- losses ----------------------------------------------------------------------------
     def _record_loss(self, rank: int, step: int, payload: bytes) -> None:

@@ -164,6 +164,10 @@ def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budg
 class Runner:
     """Runs submissions under one settings object, backend and prepared data."""
 
+    # A sandbox given GPUs must see CUDA (else the run is the host's fault). Only a fake GPU
+    # host, whose device nodes stand in for GPUs that cannot run, turns this off.
+    cuda_required = True
+
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
                  *, on_event: Callable[[str], None] | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> None:
@@ -185,6 +189,7 @@ class Runner:
             raise ValueError(f"the val split holds fewer than two rows of seq_len {c.seq_len}"
                              " + 1 tokens")
         self.slot: Slot | None = None
+        self._devices: tuple[GpuDevice, ...] | None = None  # sandbox.gpus, discovered once
 
     @classmethod
     def from_data(cls, settings: Settings, backend: IsolationBackend, data_root: Path,
@@ -203,10 +208,14 @@ class Runner:
         return placed
 
     def devices(self) -> tuple[GpuDevice, ...]:
+        """The GPUs a sandbox of this runner gets: its slot's, else `sandbox.gpus` (empty:
+        every GPU the host has, as on the validator), discovered once per runner."""
         if self.slot is not None:
             return self.slot.devices
-        gpus = self.settings.sandbox.gpus
-        return tuple(g.device for g in discover_gpus(gpus)) if gpus else ()
+        if self._devices is None:
+            found = discover_gpus(self.settings.sandbox.gpus)
+            self._devices = tuple(g.device for g in found)
+        return self._devices
 
     def placement(self) -> Placement:
         return Placement(slot=None if self.slot is None else self.slot.index,
@@ -279,6 +288,7 @@ class Runner:
             budget_rows=self.budget_rows, deadline_s=c.deadline_s,
             world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
             sample_rows=v.sample_rows, lanes=c.stream_lanes, early_stop=early_stop,
+            gpus=len(self.devices()) if self.cuda_required else 0,
         )
 
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,

@@ -12,8 +12,13 @@ from gpu_kit import FakeGpuHost
 
 @pytest.fixture
 def gpu_host(tmp_path, monkeypatch) -> FakeGpuHost:
+    """Its stand-in GPUs cannot run CUDA: sandboxes placed on them run on the CPU, so the
+    runner's check that an assigned GPU is usable is off (tested on its own)."""
+    from prism_challenge.sandbox.runner import Runner
+
     host = FakeGpuHost(tmp_path / "gpu-host", count=4)
     monkeypatch.setenv("PATH", f"{host.bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(Runner, "cuda_required", False)
     return host
 
 

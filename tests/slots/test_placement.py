@@ -269,3 +269,31 @@ def test_the_sandbox_user_has_a_name_a_home_and_a_group(tmp_path):
     assert result.cause == "ok", result.output
     assert result.output.split() == ["prism", "prism", "/scratch", "prism", "prism", "/scratch",
                                      "/scratch/cache"]
+
+
+def test_no_gpus_configured_means_every_gpu_of_the_host_outside_a_slot(gpu_host, prepared_data):
+    """`sandbox.gpus: []` is every GPU, in `prism eval` and `prism check` (a runner without a
+    slot) as on the validator; it used to mean none, and trained on the CPU of a GPU host."""
+    runner = Runner.from_data(_settings(), make_backend("bubblewrap", dev_dir=gpu_host.dev),
+                              prepared_data)
+    assert [d.id for d in runner.devices()] == [uuid(i) for i in range(4)]
+    assert runner.placement().gpus == [uuid(i) for i in range(4)]
+    assert runner._feeder_plan(b"s").gpus == 0  # the fake host's GPUs cannot run CUDA
+    named = Runner.from_data(_settings(gpus=["2"]), make_backend("bubblewrap"), prepared_data)
+    assert [d.id for d in named.devices()] == [uuid(2)]
+
+
+def test_assigned_gpus_that_cuda_cannot_use_are_infra_before_any_token(gpu_host, prepared_data,
+                                                                      tmp_path, monkeypatch):
+    """GPUs were given to the sandbox but CUDA inside sees none (here: stand-in nodes; on a
+    host: a lost driver): the run is the host's fault, found at the harness's first hello,
+    before any of the miner's code or any token, never a silent CPU run charged to the miner."""
+    monkeypatch.setattr(Runner, "cuda_required", True)
+    runner = Runner.from_data(_settings(), make_backend("bubblewrap", dev_dir=gpu_host.dev),
+                              prepared_data)
+    record = runner.run(seeing_bundle(), "ab" * 32, tmp_path / "run")
+    assert record.exit_reason == "infra", record.exit_detail
+    assert "4 GPU(s) but CUDA is not usable inside it (rank 0 sees no device)" in \
+        record.exit_detail
+    assert record.consumed.scored_tokens == 0
+    assert seen(tmp_path / "run" / "scratch") == []  # the miner's architecture never loaded

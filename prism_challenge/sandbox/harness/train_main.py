@@ -54,7 +54,11 @@ def main() -> int:
     )
 
     channel = FeederChannel(_env("PRISM_SOCKET"), rank)
-    challenge = channel.request("hello", {"world_size": world_size})
+    # What this process sees of CUDA, reported before any of the miner's code is imported:
+    # assigned GPUs that are not usable here are the host's fault (infra), never a CPU run.
+    cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    challenge = channel.request("hello", {"world_size": world_size,
+                                          "cuda_devices": cuda_devices})
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
     out_dir, snapshot_dir = scratch / "out", scratch / "snapshots"
     out_dir.mkdir(parents=True, exist_ok=True)
