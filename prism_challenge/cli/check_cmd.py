@@ -24,9 +24,12 @@ def local_run_errors(root: Path) -> Iterator[None]:
     """A local check/eval that cannot run says why and exits 2 (usage, config or data)."""
     from prism_challenge.data import DataIntegrityError
     from prism_challenge.miner import DataMismatch, DataRootMissing, LocalRunFailed
+    from prism_challenge.sandbox.torch_support import UnsupportedTorch
 
     try:
         yield
+    except UnsupportedTorch as exc:
+        fail(str(exc))
     except DataRootMissing as exc:
         fail(str(exc))
     except DataIntegrityError as exc:

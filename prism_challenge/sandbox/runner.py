@@ -65,6 +65,7 @@ from prism_challenge.sandbox.replay import (
 )
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.sandbox.stream_order import LaneOrder
+from prism_challenge.sandbox.torch_support import check_torch
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
                  "output": "output", "cancelled": "infra", "host_memory": "infra"}
@@ -171,6 +172,7 @@ class Runner:
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
                  *, on_event: Callable[[str], None] | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> None:
+        check_torch()  # the sandbox runs this interpreter's torch
         self.settings = settings
         self.backend = backend
         self.train = train
