@@ -13,7 +13,7 @@ PIP_ARGS ?=
 COMPILE := -m piptools compile --quiet --extra dev --strip-extras --unsafe-package prism-challenge \
 	--no-emit-index-url --no-emit-find-links --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup sysdeps demo test lint lock lock-upgrade
+.PHONY: setup sysdeps demo test lint lock lock-upgrade wheelhouse
 
 # The lock pins pip itself, so the second step sees the pinned pip; pip-sync then removes
 # anything an earlier lock installed that this one no longer has.
@@ -54,3 +54,21 @@ lint: setup
 TEST_WORKERS ?= auto
 test: lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist worksteal
+
+# An offline install kit for a GPU host that cannot reach a package registry: wheels of every
+# locked package except torch (the host keeps its own CUDA build, within the supported range)
+# for Python $(WHEEL_PY) on x86_64 Linux, plus PRISM's own wheel. On the host:
+#   pip install --no-index --find-links wheelhouse 'prism-challenge[validator]'
+WHEEL_PY  ?= 3.12
+WHEELHOUSE ?= wheelhouse
+wheelhouse:
+	test -x $(PY) || python3 -m venv $(VENV)
+	mkdir -p $(WHEELHOUSE)
+	grep -E '^[A-Za-z0-9_.-]+==' $(LOCK) | grep -v -E '^(torch|pip|setuptools)==' \
+	  | sed -e 's/+cpu$$//' > $(WHEELHOUSE)/requirements.txt
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PY) \
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux_2_28_x86_64 --platform linux_x86_64 \
+	  -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(WHEELHOUSE) .
+	@echo "wheelhouse: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels for Python $(WHEEL_PY) in $(WHEELHOUSE)/"
