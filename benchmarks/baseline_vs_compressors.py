@@ -4,8 +4,11 @@
     .venv/bin/python benchmarks/baseline_vs_compressors.py [--data-root prism-data/data]
         [--tokens 300000] [--bundle examples/baseline] [--threads 2]
 
-The slice is fixed: the first `--tokens` target tokens of the train split at the
-configured seq_len (exactly what a run with that token budget consumes). The baseline is
+The bytes are the run's own: the targets of the first `--tokens` tokens' rows of the train
+split at the configured seq_len, in the order the feeder serves them (lanes interleaved)
+and without the targets the run does not score; their byte count must equal the run's
+budget bytes, or the benchmark stops. `--smoke` checks that on a tiny budget and runs the
+compressors, without training (seconds). The baseline is
 trained from scratch on it in the real sandbox and scored by `score_record`: its
 prequential bpb is an online code length, like an adaptive compressor's. The compressors
 get the UTF-8 bytes those target tokens stand for (separators: 0 bytes), reconstructed
@@ -34,6 +37,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data import TokenStream, load_tokenizer
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.runner import Runner
+from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.scoring import score_record
 
 
@@ -51,16 +55,19 @@ def _byte_level_table() -> dict[str, int]:
     return chars
 
 
-def slice_bytes(stream: TokenStream, seq_len: int, rows: int, data_root: Path) -> bytes:
-    """The UTF-8 bytes of the target tokens of rows [0, rows), in stream order."""
+def run_bytes(stream: TokenStream, seq_len: int, order: LaneOrder, data_root: Path) -> bytes:
+    """The UTF-8 bytes of the targets a run scores, in the order the feeder serves them
+    (lane order; the last target of a lane's last row is not scored, so it is left out)."""
     tok = load_tokenizer(data_root)
     sep = stream.manifest.separator_id
     table = _byte_level_table()
     pieces = [b"" if i == sep else bytes(table[c] for c in tok.id_to_token(i))
               for i in range(stream.manifest.vocab_size)]
-    targets = stream.rows(seq_len, 0, rows)[:, 1:].reshape(-1)
-    data = b"".join(pieces[t] for t in targets.tolist())
-    expected = int(stream.byte_lengths[targets].sum())
+    targets = stream.rows(seq_len, 0, order.budget_rows)[:, 1:]
+    served = [targets[r, :-1] if r in order.unscored else targets[r] for r in order.order]
+    flat = np.concatenate(served)
+    data = b"".join(pieces[t] for t in flat.tolist())
+    expected = int(stream.byte_lengths[flat].sum())
     if len(data) != expected:
         raise SystemExit(f"byte reconstruction mismatch: {len(data)} != {expected}")
     return data
@@ -98,7 +105,12 @@ def main() -> None:
     ap.add_argument("--bundle", type=Path, default=Path("examples/baseline"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--backend", default="bubblewrap")
+    ap.add_argument("--smoke", action="store_true",
+                    help="check the byte reconstruction against the run's budget and run the "
+                         "compressors on a tiny budget; no training (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.tokens = min(args.tokens, 20_000)
     if not (args.data_root / "MANIFEST.json").is_file():
         sys.exit(f"no prepared data at {args.data_root}; run: "
                  f"prism prepare-data --source demo --out {args.data_root}")
@@ -110,21 +122,29 @@ def main() -> None:
                         sandbox={"backend": args.backend, "cpu_threads": args.threads})
     train = TokenStream.open(args.data_root, "train")
     val = TokenStream.open(args.data_root, "val")
-    rows = train.budget_rows(seq_len, tokens)
-    data = slice_bytes(train, seq_len, rows, args.data_root)
-    print(f"corpus {train.manifest.corpus} ({train.manifest.name}), data version "
-          f"{train.manifest.sha256[:16]}, vocab {train.manifest.vocab_size}, seq_len {seq_len}")
-    print(f"slice: train rows 0..{rows} = {tokens:,} target tokens = {len(data):,} bytes")
-
     bundle = Bundle.from_dir(args.bundle)
     runner = Runner(settings, make_backend(args.backend), train, val)
+    data = run_bytes(train, seq_len, runner.order, args.data_root)
+    print(f"corpus {train.manifest.corpus} ({train.manifest.name}), data version "
+          f"{train.manifest.sha256[:16]}, vocab {train.manifest.vocab_size}, seq_len {seq_len}")
+    print(f"the run's bytes: {runner.budget_rows} rows in {runner.order.used_lanes} lanes = "
+          f"{tokens:,} tokens, {runner.budget.scored_tokens:,} scored = {len(data):,} bytes")
+    if runner.budget.bytes != len(data):
+        sys.exit(f"the run's budget bytes {runner.budget.bytes} != reconstructed bytes "
+                 f"{len(data)}: the stream order or the scored targets changed")
+    if args.smoke:  # the assumptions hold; the compressors run; no training
+        for name, size, _s in compressors(data):
+            if size is not None:
+                print(f"{name:<34} {8 * size / len(data):>10.4f} bits/byte")
+        return
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
         record = runner.run(bundle.files, bundle.digest, Path(tmp) / "run")
     wall = time.perf_counter() - t0
     score = score_record(record, settings.scoring)
     if record.budget.bytes != len(data):
-        sys.exit(f"the run's budget bytes {record.budget.bytes} != slice bytes {len(data)}")
+        sys.exit(f"the run's budget bytes {record.budget.bytes} != reconstructed bytes "
+                 f"{len(data)}")
     model_bpb = score.prequential_bpb
     print(f"{args.bundle} ({record.axes.param_count:,} params): exit {record.exit_reason}, "
           f"train {record.train_s:.1f} s, wall {wall:.1f} s, eligible {score.eligible}")

@@ -40,12 +40,48 @@ class DeviceNodeMissing(RuntimeError):
     """A GPU of the sandbox has no device node on this host (the driver lost it)."""
 
 
-def runtime_mounts() -> tuple[Mount, ...]:
-    """Read-only mounts that make this interpreter, its packages and PRISM importable."""
+# Where the harness's own modules appear inside the sandbox; first on its PYTHONPATH.
+HARNESS_ROOT = "/opt/prism"
+
+
+def _package_dir() -> Path:
     import prism_challenge
 
-    paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-             Path(prism_challenge.__file__).resolve().parent}
+    return Path(prism_challenge.__file__).resolve().parent
+
+
+def harness_files(package: Path) -> list[Path]:
+    """The only PRISM files a sandbox holds: what the harness and the health probe import.
+
+    The rest of the package (settings, runner, replay, held-out scoring, the store) never
+    enters a sandbox, so a model cannot read how it is judged from inside one. Sources only:
+    compiled caches would expose the names of the modules that are left out.
+    """
+    names = ["__init__.py", "sandbox/__init__.py", "sandbox/protocol.py",
+             "sandbox/health_probe.py"]
+    names += sorted(f"sandbox/harness/{p.name}" for p in (package / "sandbox/harness")
+                    .glob("*.py"))
+    return [package / n for n in names]
+
+
+def harness_args() -> list[str]:
+    """bwrap arguments that bind the harness's files under HARNESS_ROOT, and hide the
+    installed package where a runtime mount would otherwise show it (a wheel installed in
+    site-packages, or a clone's package below a bound folder)."""
+    package = _package_dir()
+    argv: list[str] = []
+    if any(package.is_relative_to(m.host) for m in runtime_mounts()):
+        argv += ["--tmpfs", str(package), "--remount-ro", str(package)]
+    target = Path(HARNESS_ROOT) / "prism_challenge"
+    for f in harness_files(package):
+        argv += ["--ro-bind", str(f), str(target / f.relative_to(package))]
+    return argv
+
+
+def runtime_mounts() -> tuple[Mount, ...]:
+    """Read-only mounts that make this interpreter and its packages importable (PRISM's
+    own files come from `harness_args`)."""
+    paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     # Package folders outside the prefix that this interpreter imports from (a `.pth` line,
     # a user site): the sandboxed interpreter reads the same `.pth` files and needs them too.
     paths |= {Path(p).resolve() for p in sys.path
@@ -101,9 +137,10 @@ class BubblewrapBackend:
         for mount in runtime_mounts() + spec.mounts:
             flag = "--bind" if mount.writable else "--ro-bind"
             argv += [flag, str(mount.host), mount.target]
+        argv += harness_args()
         argv += self.device_binds(spec)
         argv += ["--remount-ro", "/"]  # the sandbox's own root: only /tmp and binds write
-        env = dict(spec.env)
+        env = {"PYTHONPATH": HARNESS_ROOT, **spec.env}
         if spec.gpus:  # indices follow nvidia-smi's (PCI bus) order, as the slots were planned
             env.update(CUDA_VISIBLE_DEVICES=",".join(g.id for g in spec.gpus),
                        CUDA_DEVICE_ORDER="PCI_BUS_ID")

@@ -1,0 +1,73 @@
+"""A bubblewrap sandbox holds the harness's own modules and nothing else of PRISM.
+
+A real sandbox lists every PRISM file it can see and tries to import the validator's
+modules: only the harness (and what it imports) is there, wherever the clone or the
+installed package lives.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from prism_challenge.sandbox.backends.bubblewrap import (
+    HARNESS_ROOT,
+    BubblewrapBackend,
+    _package_dir,
+    harness_files,
+)
+from prism_challenge.sandbox.backends.spec import Limits, Mount, SandboxSpec, minimal_env
+
+PROBE = f"""
+import importlib, json, os
+seen = sorted(os.path.relpath(os.path.join(b, n), {HARNESS_ROOT!r})
+              for b, _, names in os.walk({HARNESS_ROOT!r}) for n in names)
+package = {str(_package_dir())!r}
+hidden = sorted(os.listdir(package)) if os.path.isdir(package) else []
+imports = {{}}
+for name in ("prism_challenge.sandbox.harness.train_main",
+             "prism_challenge.sandbox.harness.eval_main",
+             "prism_challenge.sandbox.health_probe",
+             "prism_challenge.sandbox.runner", "prism_challenge.config.settings",
+             "prism_challenge.sandbox.heldout"):
+    try:
+        importlib.import_module(name)
+        imports[name] = "ok"
+    except ImportError as e:
+        imports[name] = type(e).__name__
+print(json.dumps({{"seen": seen, "hidden": hidden, "imports": imports}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def inside(tmp_path_factory) -> dict:
+    scratch = tmp_path_factory.mktemp("scratch")
+    spec = SandboxSpec(
+        argv=(sys.executable, "-c", PROBE), mounts=(Mount(scratch, "/scratch", writable=True),),
+        env=minimal_env(), scratch=scratch,
+        limits=Limits(wall_s=120, memory_bytes=2**31, pids_max=64, disk_bytes=2**24,
+                      output_bytes=65536))
+    result = BubblewrapBackend().run(spec)
+    assert result.cause == "ok", result.output
+    return json.loads(result.output.strip().splitlines()[-1])
+
+
+def test_only_the_harness_files_are_visible(inside):
+    package = _package_dir()
+    expected = sorted(str(("prism_challenge" / f.relative_to(package)).as_posix())
+                      for f in harness_files(package))
+    assert inside["seen"] == expected
+    assert "prism_challenge/sandbox/harness/train_main.py" in inside["seen"]
+    assert inside["hidden"] == []  # the installed package's own folder shows nothing
+
+
+def test_the_harness_imports_and_the_validator_does_not(inside):
+    imports = inside["imports"]
+    assert imports["prism_challenge.sandbox.harness.train_main"] == "ok"
+    assert imports["prism_challenge.sandbox.harness.eval_main"] == "ok"
+    assert imports["prism_challenge.sandbox.health_probe"] == "ok"
+    assert imports["prism_challenge.sandbox.runner"] == "ModuleNotFoundError"
+    assert imports["prism_challenge.config.settings"] == "ModuleNotFoundError"
+    assert imports["prism_challenge.sandbox.heldout"] == "ModuleNotFoundError"
