@@ -19,6 +19,7 @@ from prism_challenge.cli.common import (
     WalletHotkeyOption,
     WalletNameOption,
     WalletPathOption,
+    chain_line,
     fail,
     settings_from,
     with_chain_flags,
@@ -87,4 +88,5 @@ def validator(
              f"{settings.data.manifest} --out {settings.data.root}")
     except ValueError as exc:
         fail(str(exc))
+    typer.echo(chain_line(settings, node.chain.head()), err=True)
     node.run_forever()

@@ -28,7 +28,9 @@ from prism_challenge.cli.common import (
     WalletHotkeyOption,
     WalletNameOption,
     WalletPathOption,
+    chain_line,
     fail,
+    plain,
     settings_from,
     with_chain_flags,
 )
@@ -54,6 +56,7 @@ def _chain(settings: Settings, err: Console) -> ChainAccess:
         access = connect(settings)
     except MetagraphFileError as exc:
         fail(str(exc))
+    err.print(plain(chain_line(settings, access.head())), highlight=False)
     if access.metagraph.stale:
         access.close()
         fail(f"cannot read the metagraph of netuid {chain.netuid} on {chain.network}")
