@@ -34,6 +34,9 @@ class WeightsRules:
     rate_limit: int  # blocks between two weight sets of one hotkey
     commit_reveal: bool
     min_version_key: int  # WeightsVersionKey: sending less fails on chain
+    max_weight_limit: int = 65535  # largest share a weight may hold, out of 65535
+    min_allowed_weights: int = 0  # fewest non-zero weights the chain accepts
+    tempo: int = 360  # blocks per epoch: weights are offered at most once per tempo
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,18 @@ class ChainClient:
     def weights_rules(self) -> WeightsRules:
         async def read(client: bittensor.Client) -> WeightsRules:
             view = await client.at()
-            rate, reveal, version = await asyncio.gather(
+            module = bittensor.storage.SubtensorModule
+            rate, reveal, version, top, fewest, tempo = await asyncio.gather(
                 view.hyperparameters.weights_rate_limit(self.netuid),
                 view.subnets.commit_reveal_enabled(self.netuid),
-                view.query(bittensor.storage.SubtensorModule.WeightsVersionKey, [self.netuid]),
+                view.query(module.WeightsVersionKey, [self.netuid]),
+                view.query(module.MaxWeightsLimit, [self.netuid]),
+                view.query(module.MinAllowedWeights, [self.netuid]),
+                view.query(module.Tempo, [self.netuid]),
             )
-            return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0))
+            return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0),
+                                65535 if top is None else int(top), int(fewest or 0),
+                                int(tempo or 360))
 
         return self._run("weights hyperparameters", read)
 
@@ -143,12 +152,12 @@ class ChainClient:
 
     # ---- writes (each signed by the wallet's hotkey) -------------------------------------
     def set_weights(self, wallet: bittensor.Wallet, uids: list[int], weights: list[float], *,
-                    version_key: int, commit_reveal: bool) -> bittensor.ExtrinsicResult:
-        """`CommitWeights` (timelocked, revealed by the chain) when the subnet runs
-        commit-reveal, else `SetWeights`. Raises `ChainError` on a refusal (RATE_LIMITED
-        when the rate limit has not passed)."""
-        kind = bittensor.CommitWeights if commit_reveal else bittensor.SetWeights
-        intent = kind(netuid=self.netuid, uids=uids, weights=weights, version_key=version_key)
+                    version_key: int) -> bittensor.ExtrinsicResult:
+        """`SetWeights`: the library reads the subnet's commit-reveal flag itself and sends a
+        timelocked commit (revealed by the chain) or a plain set. Raises `ChainError` on a
+        refusal (RATE_LIMITED when the rate limit has not passed)."""
+        intent = bittensor.SetWeights(netuid=self.netuid, uids=uids, weights=weights,
+                                      version_key=version_key)
         return self._execute("weights", intent, wallet)
 
     def serve_axon(self, wallet: bittensor.Wallet, ip: str, port: int

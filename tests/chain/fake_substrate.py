@@ -55,6 +55,7 @@ class FakeSubstrate:
     reject: str | None = None  # the next write fails on chain with this error name
     token_symbols: dict[int, str] = field(default_factory=dict)
     reads: list[tuple[str, str]] = field(default_factory=list)
+    weights: dict[int, dict[int, int]] = field(default_factory=dict)  # uid -> stored vector
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
@@ -186,6 +187,8 @@ class FakeSubstrate:
         sent = Sent(call.module, call.function, dict(call.params), keypair.ss58_address,
                     period, self.block)
         self.extrinsics.append(sent)
+        if self.reject is None:
+            self.reject = self._refusal(sent)
         if self.reject is not None:
             name, self.reject = self.reject, None
             from bittensor import ChainError
@@ -194,8 +197,33 @@ class FakeSubstrate:
         self._apply(sent)
         return ExtrinsicResult(success=True, message="Success", block_hash=await self.block_hash())
 
+    def _refusal(self, sent: Sent) -> str | None:
+        """The pallet error the real chain answers this weights call with, if any: the
+        version key, the rate limit, min allowed weights and the max weight limit (after
+        the chain's own normalization to a u16 sum)."""
+        if sent.function != "set_mechanism_weights":
+            return None
+        uid, p = self.uid_of(sent.signer), sent.params
+        if p["version_key"] < self.hyper["WeightsVersionKey"]:
+            return "IncorrectWeightVersionKey"
+        last = self.neurons[uid].last_update
+        if last and self.block - last < self.hyper["WeightsSetRateLimit"]:
+            return "SettingWeightsTooFast"
+        dests, values = p["dests"], p["weights"]
+        if dests == [uid]:
+            return None  # a lone self-weight is exempt from both limits
+        if len(dests) < self.hyper["MinAllowedWeights"]:
+            return "WeightVecLengthIsLow"
+        limit = self.hyper["MaxWeightsLimit"]
+        if limit < 65535 and max(values) * 65535 // sum(values) > limit:
+            return "MaxWeightExceeded"
+        return None
+
     def _apply(self, sent: Sent) -> None:
         uid = self.uid_of(sent.signer)
+        if sent.function == "set_mechanism_weights":
+            self.weights[uid] = dict(zip(sent.params["dests"], sent.params["weights"],
+                                         strict=True))
         if sent.function in ("set_mechanism_weights", "commit_timelocked_mechanism_weights"):
             self.neurons[uid].last_update = self.block
         elif sent.function == "serve_axon":
