@@ -26,6 +26,18 @@ class ChainUnavailable(RuntimeError):
     """The chain could not be reached, or did not answer in time; the message says which."""
 
 
+# Failures that say nothing about the call itself: try again later, on a new connection.
+_TRANSIENT = {bittensor.ErrorCode.UNKNOWN, bittensor.ErrorCode.INTERNAL,
+              bittensor.ErrorCode.EXPIRED}
+
+
+def transient(exc: bittensor.ChainError) -> bool:
+    """A write failure worth retrying: no named chain error (a dropped connection, a
+    transport fault) or a mortal extrinsic that expired in the pool."""
+    return exc.name is None and exc.code in _TRANSIENT or (
+        exc.code == bittensor.ErrorCode.EXPIRED)
+
+
 @dataclass(frozen=True)
 class WeightsRules:
     """What the subnet says about setting weights, read at one moment."""
@@ -62,6 +74,7 @@ class ChainClient:
         self.netuid = netuid
         self.timeout_s = timeout_s
         self.period_blocks = period_blocks
+        self._seam = substrate
         self._subtensor = bittensor.Subtensor(network, substrate=substrate)
         self._client: bittensor.Client | None = None
         self._closed = False
@@ -71,7 +84,12 @@ class ChainClient:
         self._thread.start()
 
     # ---- plumbing ---------------------------------------------------------------------
-    def _run(self, what: str, call: Callable[[bittensor.Client], Awaitable[T]]) -> T:
+    def _run(self, what: str, call: Callable[[bittensor.Client], Awaitable[T]], *,
+             write: bool = False) -> T:
+        """Run one call on the chain loop. Unavailable (retry later): a timeout, a lost
+        connection, any read the chain answers with an error, and a write that failed
+        without a named chain error (the library reports a dropped connection during a
+        submit as a bare `ChainError`). A named refusal of a write stays a `ChainError`."""
         if self._closed:
             raise ChainUnavailable(f"{what}: this chain client is closed")
 
@@ -86,10 +104,33 @@ class ChainClient:
             return future.result(self.timeout_s + 5)
         except (TimeoutError, FutureTimeout):
             future.cancel()
+            self._reconnect()
             raise ChainUnavailable(
                 f"{what}: {self.network} did not answer within {self.timeout_s:g} s") from None
         except (bittensor.RpcConnectionError, OSError) as exc:
+            self._reconnect()
             raise ChainUnavailable(f"{what}: cannot reach {self.network}: {exc}") from None
+        except bittensor.ChainError as exc:
+            if write and not transient(exc):
+                raise
+            self._reconnect()
+            raise ChainUnavailable(f"{what}: {self.network} failed: {exc}") from None
+
+    def _reconnect(self) -> None:
+        """Drop the connection after a call timed out or lost it; the next call opens a new
+        one. A cancelled submit skips the library's own clean-up, so the old connection's
+        nonce cache still holds the nonce it signed with while the chain never saw it:
+        every later write would be a future transaction that never lands."""
+        old, self._client = self._client, None
+        self._subtensor = bittensor.Subtensor(self.network, substrate=self._seam)
+        if old is not None:
+            async def close_old() -> None:
+                try:
+                    await asyncio.wait_for(old.close(), self.timeout_s)
+                except Exception:  # noqa: BLE001 - a dead connection may fail to close
+                    pass
+
+            asyncio.run_coroutine_threadsafe(close_old(), self._loop)
 
     def close(self) -> None:
         """Close the connection and stop the loop thread (idempotent)."""
@@ -174,11 +215,22 @@ class ChainClient:
             netuid=self.netuid, info={"fields": [{f"Raw{len(data)}": data}]})
         result = self._run("set commitment", lambda client: client.submit_call(
             call, wallet, signer="hotkey", period=self.period_blocks,
-            wait_for_finalization=False))
-        return result.raise_for_failure()
+            wait_for_finalization=False), write=True)
+        return self._outcome("set commitment", result)
 
     def _execute(self, what: str, intent: Any, wallet: bittensor.Wallet
                  ) -> bittensor.ExtrinsicResult:
         result = self._run(what, lambda client: client.execute(
-            intent, wallet, period=self.period_blocks, wait_for_finalization=False))
-        return result.raise_for_failure()
+            intent, wallet, period=self.period_blocks, wait_for_finalization=False),
+            write=True)
+        return self._outcome(what, result)
+
+    def _outcome(self, what: str, result: bittensor.ExtrinsicResult
+                 ) -> bittensor.ExtrinsicResult:
+        try:
+            return result.raise_for_failure()
+        except bittensor.ChainError as exc:
+            if not transient(exc):
+                raise
+            self._reconnect()
+            raise ChainUnavailable(f"{what}: {self.network} failed: {exc}") from None

@@ -56,6 +56,15 @@ class FakeSubstrate:
     token_symbols: dict[int, str] = field(default_factory=dict)
     reads: list[tuple[str, str]] = field(default_factory=list)
     weights: dict[int, dict[int, int]] = field(default_factory=dict)  # uid -> stored vector
+    # Nonces as the chain and a connection see them: `nonces` is each account's next nonce
+    # on chain; `nonce_cache` is the connection's own next-index cache (advanced on every
+    # signature, cleared with the connection, as async_substrate_interface does). A write
+    # signed with a nonce above the chain's is a future transaction: it never lands.
+    nonces: dict[str, int] = field(default_factory=dict)
+    nonce_cache: dict[str, int] = field(default_factory=dict)
+    raise_next: Exception | None = None  # raised by the next read or write, once
+    drop: int = 0  # the next `drop` writes are dropped from the pool: they never come back
+    signed_nonces: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
@@ -73,6 +82,9 @@ class FakeSubstrate:
         return [x for x in self.extrinsics if x.function == function]
 
     def _check_up(self) -> None:
+        if self.raise_next is not None:
+            error, self.raise_next = self.raise_next, None
+            raise error
         if self.down:
             raise RpcConnectionError("connection refused (fake chain is down)")
 
@@ -84,7 +96,7 @@ class FakeSubstrate:
         self._check_up()
 
     async def close(self) -> None:
-        return None
+        self.nonce_cache.clear()  # a new connection starts with no cached nonce
 
     # --- reads ------------------------------------------------------------------------
     async def block_hash(self, block: int | None = None) -> str:
@@ -182,8 +194,17 @@ class FakeSubstrate:
     async def submit(self, call, keypair, *, nonce=None, period=64, wait_for_inclusion=True,
                      wait_for_finalization=True) -> ExtrinsicResult:
         self._check_up()
-        if self.hang:
-            await asyncio.sleep(3600)
+        signer = keypair.ss58_address
+        if nonce is None:
+            nonce = self.nonce_cache.get(signer, self.nonces.get(signer, 0))
+            self.nonce_cache[signer] = nonce + 1
+        self.signed_nonces.append(nonce)
+        if self.drop:
+            self.drop -= 1
+            await asyncio.sleep(3600)  # in the pool, then dropped: the nonce stays unused
+        if self.hang or nonce > self.nonces.get(signer, 0):
+            await asyncio.sleep(3600)  # a future nonce waits in the pool for ever
+        self.nonces[signer] = nonce + 1
         sent = Sent(call.module, call.function, dict(call.params), keypair.ss58_address,
                     period, self.block)
         self.extrinsics.append(sent)

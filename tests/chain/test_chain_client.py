@@ -154,3 +154,34 @@ def test_every_bittensor_name_the_adapter_uses_exists_in_the_installed_package()
     assert callable(namespaces.subnets.metagraph) and callable(namespaces.subnets.commitments)
     assert callable(namespaces.hyperparameters.weights_rate_limit)
     assert callable(namespaces.subnets.commit_reveal_enabled)
+
+
+def test_writes_dropped_from_the_pool_do_not_jam_the_next_one(client, fake, wallets):
+    c = client(timeout_s=0.3)
+    fake.drop = 3  # three commitments time out in the pool; the chain still expects nonce 0
+    for _ in range(3):
+        with pytest.raises(ChainUnavailable, match="did not answer within 0.3 s"):
+            c.set_commitment(wallets["miner"], "prism1:" + "a" * 64)
+    c.set_commitment(wallets["miner"], "prism1:" + "b" * 64)  # signed with nonce 0: lands
+    hotkey = wallets["miner"].hotkey.ss58_address
+    assert fake.signed_nonces == [0, 0, 0, 0]
+    assert fake.nonces[hotkey] == 1
+    assert fake.commitments[hotkey]["block"] == fake.block
+
+
+def test_a_read_error_and_a_bare_write_failure_are_unavailable_not_refusals(
+        client, fake, wallets):
+    c = client()
+    fake.raise_next = bittensor.ChainError("RPC error: state already discarded")
+    with pytest.raises(ChainUnavailable, match="state already discarded"):
+        c.commitments()
+    fake.raise_next = bittensor.ChainError("Connection closed during submit")
+    with pytest.raises(ChainUnavailable, match="Connection closed during submit"):
+        c.set_commitment(wallets["miner"], "prism1:" + "c" * 64)
+    fake.reject = "SettingWeightsTooFast"  # a named refusal stays the chain's refusal
+    fake.block = 1100
+    with pytest.raises(bittensor.ChainError) as refused:
+        c.serve_axon(wallets["validator"], "10.0.0.2", 8000)
+    assert refused.value.code == bittensor.ErrorCode.RATE_LIMITED
+    c.set_commitment(wallets["miner"], "prism1:" + "c" * 64)  # the next write lands
+    assert fake.commitments[wallets["miner"].hotkey.ss58_address]["block"] == 1100
