@@ -179,6 +179,12 @@ class ChainClient:
 
         return self._run("weights hyperparameters", read)
 
+    def last_update(self, uid: int) -> int:
+        """The block of this uid's last weights on chain (LastUpdate), 0 for never."""
+        rows = self._run("last update", lambda client: client.query(
+            bittensor.storage.SubtensorModule.LastUpdate, [self.netuid]))
+        return int(rows[uid]) if isinstance(rows, (list, tuple)) and uid < len(rows) else 0
+
     def serving_rules(self, hotkey: str) -> ServingRules:
         async def read(client: bittensor.Client) -> ServingRules:
             view = await client.at()

@@ -108,6 +108,8 @@ class WeightSetter:
             try:
                 return self._send(plan, last, neuron.uid)
             except ChainUnavailable as exc:
+                if (landed := self._landed(neuron.uid, last)) is not None:
+                    return landed
                 if attempt == self.retries:
                     return WeightsOutcome("failed", f"{exc} (after {attempt + 1} attempts)")
                 delay = self.backoff_s * 2**attempt
@@ -118,6 +120,19 @@ class WeightSetter:
                     return WeightsOutcome("not_yet", exc.message)
                 return WeightsOutcome("failed", f"the chain refused the weights: {exc.message}")
         raise AssertionError("unreachable")
+
+    def _landed(self, uid: int, last: int) -> WeightsOutcome | None:
+        """After a write that did not answer: the chain's LastUpdate says whether it landed
+        (never trust, nor blindly repeat, a write whose answer was lost)."""
+        try:
+            seen = self.client.last_update(uid)
+        except ChainUnavailable:
+            return None
+        if seen <= last:
+            return None
+        self._sent_at = seen
+        return WeightsOutcome("set", f"landed at block {seen} (confirmed by LastUpdate after "
+                              f"the write's answer was lost)", seen)
 
     def _send(self, plan: WeightPlan, last: int, self_uid: int) -> WeightsOutcome:
         rules = self.client.weights_rules()

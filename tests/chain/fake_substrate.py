@@ -63,6 +63,7 @@ class FakeSubstrate:
     nonces: dict[str, int] = field(default_factory=dict)
     nonce_cache: dict[str, int] = field(default_factory=dict)
     raise_next: Exception | None = None  # raised by the next read or write, once
+    lose: int = 0  # the next `lose` writes land, but their answer never comes back
     drop: int = 0  # the next `drop` writes are dropped from the pool: they never come back
     signed_nonces: list[int] = field(default_factory=list)
 
@@ -216,6 +217,9 @@ class FakeSubstrate:
 
             return ExtrinsicResult(success=False, message=name, error=ChainError(name, name))
         self._apply(sent)
+        if self.lose:
+            self.lose -= 1
+            await asyncio.sleep(3600)
         return ExtrinsicResult(success=True, message="Success", block_hash=await self.block_hash())
 
     def _refusal(self, sent: Sent) -> str | None:

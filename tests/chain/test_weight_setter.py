@@ -195,3 +195,19 @@ def test_prism_weights_shows_what_a_capped_subnet_stores(client, fake):
     unread = conform_online(LEADER_AND_BURN, client(), self_uid=1)
     assert unread.weights_u16 == [7282, 65535]
     assert unread.as_sent.startswith("not conformed: the subnet's weight rules could not")
+
+
+def test_a_set_whose_answer_is_lost_is_confirmed_by_last_update_not_repeated(
+        client, fake, wallets):
+    fake.hyper["Tempo"] = 100
+    status = ChainStatus()
+    view = LiveMetagraph(client(timeout_s=0.3), refresh_blocks=1000, status=status)
+    view.refresh()
+    setter = WeightSetter(view._client, wallets["validator"], SETTINGS, status=status,
+                          sleep=lambda s: None)
+    fake.block, fake.lose = 1050, 1  # lands at 1050; the answer never comes back
+    outcome = setter.offer(PLAN, view)
+    assert (outcome.outcome, outcome.block) == ("set", 1050)
+    assert "confirmed by LastUpdate" in outcome.message
+    assert len(fake.sent("set_mechanism_weights")) == 1
+    assert fake.weights[1] == {0: 21845, 2: 65535}
