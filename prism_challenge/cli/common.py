@@ -51,7 +51,8 @@ WalletPathOption = Annotated[
 
 def with_chain_flags(settings: Settings, *, netuid: int | None = None, network: str | None = None,
                      wallet_name: str | None = None, wallet_hotkey: str | None = None,
-                     wallet_path: str | None = None, port: int | None = None) -> Settings:
+                     wallet_path: str | None = None, port: int | None = None,
+                     external_ip: str | None = None) -> Settings:
     """Bittensor-style flags win over the config file and the environment.
 
     Naming a network means that network: `--network` switches `chain.mode` to online (and
@@ -68,12 +69,29 @@ def with_chain_flags(settings: Settings, *, netuid: int | None = None, network: 
         if (problem := network_error(network)) is not None:
             fail(problem)
         chain.update(mode="online", allow_any_hotkey=False)
+    if port is not None or external_ip is not None:  # the published address follows
+        published = settings.chain.serve_address
+        host = external_ip or (published.rpartition(":")[0] if published else None)
+        if host is not None:
+            bare = host.strip("[]")
+            host = f"[{bare}]" if ":" in bare else bare
+            chain["serve_address"] = f"{host}:{port or settings.intake.port}"
     return settings.model_copy(update={
-        "chain": settings.chain.model_copy(update=chain),
+        "chain": _checked(settings.chain, chain),
         "wallet": settings.wallet.model_copy(
             update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
         "intake": settings.intake.model_copy(update=pick(port=port)),
     })
+
+
+def _checked(section, update: dict):
+    """`section` with `update`, validated like a config file (a bad value is one line)."""
+    from pydantic import ValidationError
+
+    try:
+        return type(section).model_validate({**section.model_dump(), **update})
+    except ValidationError as exc:
+        fail("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()))
 
 
 def chain_line(settings: Settings, block: int | None) -> str:

@@ -42,3 +42,29 @@ def test_network_flag_switches_online_and_off_any_hotkey():
     local = with_chain_flags(base, netuid=5)  # a netuid alone picks the ledger's subnet
     assert local.chain.mode == "local"
     assert chain_line(local, None).startswith("chain: LOCAL ledger prism-data/local-chain.db")
+
+
+def test_published_address_follows_port_and_external_ip():
+    base = Settings(chain={"serve_address": "203.0.113.7:8000"})
+    assert with_chain_flags(base, port=9100).chain.serve_address == "203.0.113.7:9100"
+    moved = with_chain_flags(base, external_ip="198.51.100.4")
+    assert moved.chain.serve_address == "198.51.100.4:8000"
+    assert with_chain_flags(Settings(), port=9100).chain.serve_address is None
+    assert with_chain_flags(Settings(), external_ip="2001:db8::1", port=9100
+                            ).chain.serve_address == "[2001:db8::1]:9100"
+
+
+def test_operator_habit_flags_are_accepted():
+    import typer
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    command = typer.main.get_command(app).commands["validator"]
+    text = " ".join(opt for param in command.params for opt in param.opts)
+    for flag in ("--axon.port", "--axon.external_ip", "--logging.debug",
+                 "--subtensor.chain_endpoint", "--subtensor.network"):
+        assert flag in text, flag
+    bad = CliRunner().invoke(app, ["validator", "--axon.external_ip", "example.org"])
+    assert bad.exit_code == 2
+    assert "chain.serve_address must be ip:port" in " ".join(bad.output.split())
