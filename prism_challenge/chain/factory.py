@@ -30,6 +30,13 @@ class ChainAccess:
         refresh = getattr(self.metagraph, "refresh", None)
         return True if refresh is None else refresh(force=force)
 
+    def head(self) -> int | None:
+        """The block a command is about to act at: the metagraph's online, the ledger's head
+        locally (None when it could not be read)."""
+        if self.client is None:
+            return getattr(self.subnet, "block", None)
+        return self.metagraph.block
+
     def close(self) -> None:
         if self.client is not None:
             self.client.close()

@@ -26,6 +26,18 @@ class ChainUnavailable(RuntimeError):
     """The chain could not be reached, or did not answer in time; the message says which."""
 
 
+# Failures that say nothing about the call itself: try again later, on a new connection.
+_TRANSIENT = {bittensor.ErrorCode.UNKNOWN, bittensor.ErrorCode.INTERNAL,
+              bittensor.ErrorCode.EXPIRED}
+
+
+def transient(exc: bittensor.ChainError) -> bool:
+    """A write failure worth retrying: no named chain error (a dropped connection, a
+    transport fault) or a mortal extrinsic that expired in the pool."""
+    return exc.name is None and exc.code in _TRANSIENT or (
+        exc.code == bittensor.ErrorCode.EXPIRED)
+
+
 @dataclass(frozen=True)
 class WeightsRules:
     """What the subnet says about setting weights, read at one moment."""
@@ -34,6 +46,9 @@ class WeightsRules:
     rate_limit: int  # blocks between two weight sets of one hotkey
     commit_reveal: bool
     min_version_key: int  # WeightsVersionKey: sending less fails on chain
+    max_weight_limit: int = 65535  # largest share a weight may hold, out of 65535
+    min_allowed_weights: int = 0  # fewest non-zero weights the chain accepts
+    tempo: int = 360  # blocks per epoch: weights are offered at most once per tempo
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class ChainClient:
         self.netuid = netuid
         self.timeout_s = timeout_s
         self.period_blocks = period_blocks
+        self._seam = substrate
         self._subtensor = bittensor.Subtensor(network, substrate=substrate)
         self._client: bittensor.Client | None = None
         self._closed = False
@@ -68,7 +84,12 @@ class ChainClient:
         self._thread.start()
 
     # ---- plumbing ---------------------------------------------------------------------
-    def _run(self, what: str, call: Callable[[bittensor.Client], Awaitable[T]]) -> T:
+    def _run(self, what: str, call: Callable[[bittensor.Client], Awaitable[T]], *,
+             write: bool = False) -> T:
+        """Run one call on the chain loop. Unavailable (retry later): a timeout, a lost
+        connection, any read the chain answers with an error, and a write that failed
+        without a named chain error (the library reports a dropped connection during a
+        submit as a bare `ChainError`). A named refusal of a write stays a `ChainError`."""
         if self._closed:
             raise ChainUnavailable(f"{what}: this chain client is closed")
 
@@ -83,10 +104,33 @@ class ChainClient:
             return future.result(self.timeout_s + 5)
         except (TimeoutError, FutureTimeout):
             future.cancel()
+            self._reconnect()
             raise ChainUnavailable(
                 f"{what}: {self.network} did not answer within {self.timeout_s:g} s") from None
         except (bittensor.RpcConnectionError, OSError) as exc:
+            self._reconnect()
             raise ChainUnavailable(f"{what}: cannot reach {self.network}: {exc}") from None
+        except bittensor.ChainError as exc:
+            if write and not transient(exc):
+                raise
+            self._reconnect()
+            raise ChainUnavailable(f"{what}: {self.network} failed: {exc}") from None
+
+    def _reconnect(self) -> None:
+        """Drop the connection after a call timed out or lost it; the next call opens a new
+        one. A cancelled submit skips the library's own clean-up, so the old connection's
+        nonce cache still holds the nonce it signed with while the chain never saw it:
+        every later write would be a future transaction that never lands."""
+        old, self._client = self._client, None
+        self._subtensor = bittensor.Subtensor(self.network, substrate=self._seam)
+        if old is not None:
+            async def close_old() -> None:
+                try:
+                    await asyncio.wait_for(old.close(), self.timeout_s)
+                except Exception:  # noqa: BLE001 - a dead connection may fail to close
+                    pass
+
+            asyncio.run_coroutine_threadsafe(close_old(), self._loop)
 
     def close(self) -> None:
         """Close the connection and stop the loop thread (idempotent)."""
@@ -120,14 +164,26 @@ class ChainClient:
     def weights_rules(self) -> WeightsRules:
         async def read(client: bittensor.Client) -> WeightsRules:
             view = await client.at()
-            rate, reveal, version = await asyncio.gather(
+            module = bittensor.storage.SubtensorModule
+            rate, reveal, version, top, fewest, tempo = await asyncio.gather(
                 view.hyperparameters.weights_rate_limit(self.netuid),
                 view.subnets.commit_reveal_enabled(self.netuid),
-                view.query(bittensor.storage.SubtensorModule.WeightsVersionKey, [self.netuid]),
+                view.query(module.WeightsVersionKey, [self.netuid]),
+                view.query(module.MaxWeightsLimit, [self.netuid]),
+                view.query(module.MinAllowedWeights, [self.netuid]),
+                view.query(module.Tempo, [self.netuid]),
             )
-            return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0))
+            return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0),
+                                65535 if top is None else int(top), int(fewest or 0),
+                                int(tempo or 360))
 
         return self._run("weights hyperparameters", read)
+
+    def last_update(self, uid: int) -> int:
+        """The block of this uid's last weights on chain (LastUpdate), 0 for never."""
+        rows = self._run("last update", lambda client: client.query(
+            bittensor.storage.SubtensorModule.LastUpdate, [self.netuid]))
+        return int(rows[uid]) if isinstance(rows, (list, tuple)) and uid < len(rows) else 0
 
     def serving_rules(self, hotkey: str) -> ServingRules:
         async def read(client: bittensor.Client) -> ServingRules:
@@ -143,12 +199,12 @@ class ChainClient:
 
     # ---- writes (each signed by the wallet's hotkey) -------------------------------------
     def set_weights(self, wallet: bittensor.Wallet, uids: list[int], weights: list[float], *,
-                    version_key: int, commit_reveal: bool) -> bittensor.ExtrinsicResult:
-        """`CommitWeights` (timelocked, revealed by the chain) when the subnet runs
-        commit-reveal, else `SetWeights`. Raises `ChainError` on a refusal (RATE_LIMITED
-        when the rate limit has not passed)."""
-        kind = bittensor.CommitWeights if commit_reveal else bittensor.SetWeights
-        intent = kind(netuid=self.netuid, uids=uids, weights=weights, version_key=version_key)
+                    version_key: int) -> bittensor.ExtrinsicResult:
+        """`SetWeights`: the library reads the subnet's commit-reveal flag itself and sends a
+        timelocked commit (revealed by the chain) or a plain set. Raises `ChainError` on a
+        refusal (RATE_LIMITED when the rate limit has not passed)."""
+        intent = bittensor.SetWeights(netuid=self.netuid, uids=uids, weights=weights,
+                                      version_key=version_key)
         return self._execute("weights", intent, wallet)
 
     def serve_axon(self, wallet: bittensor.Wallet, ip: str, port: int
@@ -165,11 +221,22 @@ class ChainClient:
             netuid=self.netuid, info={"fields": [{f"Raw{len(data)}": data}]})
         result = self._run("set commitment", lambda client: client.submit_call(
             call, wallet, signer="hotkey", period=self.period_blocks,
-            wait_for_finalization=False))
-        return result.raise_for_failure()
+            wait_for_finalization=False), write=True)
+        return self._outcome("set commitment", result)
 
     def _execute(self, what: str, intent: Any, wallet: bittensor.Wallet
                  ) -> bittensor.ExtrinsicResult:
         result = self._run(what, lambda client: client.execute(
-            intent, wallet, period=self.period_blocks, wait_for_finalization=False))
-        return result.raise_for_failure()
+            intent, wallet, period=self.period_blocks, wait_for_finalization=False),
+            write=True)
+        return self._outcome(what, result)
+
+    def _outcome(self, what: str, result: bittensor.ExtrinsicResult
+                 ) -> bittensor.ExtrinsicResult:
+        try:
+            return result.raise_for_failure()
+        except bittensor.ChainError as exc:
+            if not transient(exc):
+                raise
+            self._reconnect()
+            raise ChainUnavailable(f"{what}: {self.network} failed: {exc}") from None

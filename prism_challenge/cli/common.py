@@ -33,8 +33,9 @@ ConfigOption = Annotated[
 NetuidOption = Annotated[int | None, typer.Option("--netuid", help="Subnet uid.")]
 NetworkOption = Annotated[
     str | None,
-    typer.Option("--network", "-n", "--subtensor.network",
-                 help="finney, test, local or a ws:// endpoint."),
+    typer.Option("--network", "-n", "--subtensor.network", "--subtensor.chain_endpoint",
+                 help="finney, test, archive, devnet, local or a ws(s):// endpoint; "
+                      "switches the chain online."),
 ]
 WalletNameOption = Annotated[
     str | None, typer.Option("--wallet", "-w", "--wallet.name", help="Wallet (coldkey) name.")
@@ -50,17 +51,61 @@ WalletPathOption = Annotated[
 
 def with_chain_flags(settings: Settings, *, netuid: int | None = None, network: str | None = None,
                      wallet_name: str | None = None, wallet_hotkey: str | None = None,
-                     wallet_path: str | None = None, port: int | None = None) -> Settings:
-    """Bittensor-style flags win over the config file and the environment."""
+                     wallet_path: str | None = None, port: int | None = None,
+                     external_ip: str | None = None) -> Settings:
+    """Bittensor-style flags win over the config file and the environment.
+
+    Naming a network means that network: `--network` switches `chain.mode` to online (and
+    with it off the local ledger's any-hotkey metagraph). A name bittensor does not know is
+    refused with the valid ones, before anything is read or written.
+    """
     def pick(**values):
         return {k: v for k, v in values.items() if v is not None}
 
+    chain = pick(netuid=netuid, network=network)
+    if network is not None:
+        from prism_challenge.config.settings import network_error
+
+        if (problem := network_error(network)) is not None:
+            fail(problem)
+        chain.update(mode="online", allow_any_hotkey=False)
+    if port is not None or external_ip is not None:  # the published address follows
+        published = settings.chain.serve_address
+        host = external_ip or (published.rpartition(":")[0] if published else None)
+        if host is not None:
+            bare = host.strip("[]")
+            host = f"[{bare}]" if ":" in bare else bare
+            chain["serve_address"] = f"{host}:{port or settings.intake.port}"
     return settings.model_copy(update={
-        "chain": settings.chain.model_copy(update=pick(netuid=netuid, network=network)),
+        "chain": _checked(settings.chain, chain),
         "wallet": settings.wallet.model_copy(
             update=pick(name=wallet_name, hotkey=wallet_hotkey, path=wallet_path)),
         "intake": settings.intake.model_copy(update=pick(port=port)),
     })
+
+
+def _checked(section, update: dict):
+    """`section` with `update`, validated like a config file (a bad value is one line)."""
+    from pydantic import ValidationError
+
+    try:
+        return type(section).model_validate({**section.model_dump(), **update})
+    except ValidationError as exc:
+        fail("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()))
+
+
+def chain_line(settings: Settings, block: int | None) -> str:
+    """Which chain a command is on, printed before it writes: network, endpoint, netuid,
+    block; the local ledger says loudly that it is no Bittensor network."""
+    chain = settings.chain
+    at = "?" if block is None else str(block)
+    if chain.mode == "local":
+        return (f"chain: LOCAL ledger {chain.local_ledger} (not a Bittensor network; pass "
+                f"--network to go online), netuid {chain.netuid}, block {at}")
+    from prism_challenge.config.settings import endpoint_of
+
+    return (f"chain: {chain.network} ({endpoint_of(chain.network)}), netuid {chain.netuid}, "
+            f"block {at}")
 
 
 def plain(text: object, style: str = "") -> Text:

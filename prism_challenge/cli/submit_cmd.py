@@ -1,7 +1,8 @@
 """`prism submit`: check a bundle, commit it on the subnet, upload it to every validator.
 
-Everything that can be checked before spending a commitment is (bundle rules, wallet), so
-a miner sees the same rule ids the validator would answer with. The commitment (hotkey +
+Everything that can be checked before spending a commitment is (bundle rules, the AST
+policy and contract, wallet), so a miner sees the same rule ids the validator would answer
+with and a bundle the gates would refuse costs no commitment. The commitment (hotkey +
 bundle digest, on chain or in the local ledger) comes first: it fixes the bundle's
 precedence before any validator has seen the code. Then the bundle goes to every validator
 with a permit and a published address (or to `--url`), each request signed for that
@@ -23,7 +24,9 @@ from prism_challenge.cli.common import (
     WalletHotkeyOption,
     WalletNameOption,
     WalletPathOption,
+    chain_line,
     fail,
+    print_error,
     settings_from,
     with_chain_flags,
 )
@@ -61,6 +64,20 @@ def _commit(chain: ChainAccess, wallet, bundle: Bundle) -> Commitment:
     made = chain.subnet.commit(wallet, value)
     typer.echo(f"bundle {bundle.digest[:16]} committed at block {made.block} ({value})")
     return made
+
+
+def _static_gates(bundle: Bundle) -> None:
+    """Every check that needs no validator (AST policy and contract), before the commitment
+    spends the miner's slot: the validator would reject the same bundle for the same rule."""
+    from prism_challenge.gates.policy import check_policy
+    from prism_challenge.gates.violation import summarise
+
+    violations = check_policy(bundle.files)
+    if violations:
+        print_error(f"bundle refused before commitment: {len(violations)} AST policy "
+                    "violation(s); fix them (prism check shows the same) and submit again")
+        typer.echo(summarise(violations), err=True)
+        raise typer.Exit(2)
 
 
 def _targets(chain: ChainAccess, url: str | None, netuid: int) -> list[Endpoint | str]:
@@ -111,6 +128,7 @@ def submit(
         bundle = Bundle.from_dir(bundle_dir)
     except BundleError as exc:
         fail(f"bundle refused before upload [{exc.rule}]: {exc}")
+    _static_gates(bundle)
     try:
         wallet = load_wallet(settings.wallet.name, settings.wallet.hotkey, settings.wallet.path)
     except WalletError as exc:
@@ -119,6 +137,7 @@ def submit(
         chain = connect(settings)
     except MetagraphFileError as exc:
         fail(str(exc))
+    typer.echo(chain_line(settings, chain.head()))
     try:
         _commit(chain, wallet, bundle)
         targets = _targets(chain, url, settings.chain.netuid)

@@ -19,6 +19,7 @@ from prism_challenge.cli.common import (
     WalletHotkeyOption,
     WalletNameOption,
     WalletPathOption,
+    chain_line,
     fail,
     settings_from,
     with_chain_flags,
@@ -66,8 +67,15 @@ def validator(
     wallet_name: WalletNameOption = None,
     wallet_hotkey: WalletHotkeyOption = None,
     wallet_path: WalletPathOption = None,
-    port: Annotated[int | None, typer.Option("--port", help="Intake API port.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    port: Annotated[int | None, typer.Option(
+        "--port", "--axon.port",
+        help="Intake API port; the published address (chain.serve_address) follows it.")
+    ] = None,
+    external_ip: Annotated[str | None, typer.Option(
+        "--axon.external_ip", "--external-ip",
+        help="Public IP address to publish on chain (chain.serve_address's host).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", "--logging.debug")] = False,
     log_format: Annotated[LogFormat, typer.Option(
         "--log-format", help="auto: text on a terminal, JSON lines otherwise.")
     ] = LogFormat.auto,
@@ -78,7 +86,7 @@ def validator(
 
     settings = with_chain_flags(settings_from(config), netuid=netuid, network=network,
                                 wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
-                                wallet_path=wallet_path, port=port)
+                                wallet_path=wallet_path, port=port, external_ip=external_ip)
     setup_logging(verbose, log_format.value)
     try:
         node = ValidatorNode(settings)
@@ -87,4 +95,5 @@ def validator(
              f"{settings.data.manifest} --out {settings.data.root}")
     except ValueError as exc:
         fail(str(exc))
+    typer.echo(chain_line(settings, node.chain.head()), err=True)
     node.run_forever()

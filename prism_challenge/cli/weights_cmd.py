@@ -27,8 +27,10 @@ from prism_challenge.cli.common import (
     WalletHotkeyOption,
     WalletNameOption,
     WalletPathOption,
+    chain_line,
     fail,
     open_existing_store,
+    plain,
     settings_from,
     with_chain_flags,
 )
@@ -54,6 +56,7 @@ def _chain(settings: Settings, err: Console) -> ChainAccess:
         access = connect(settings)
     except MetagraphFileError as exc:
         fail(str(exc))
+    err.print(plain(chain_line(settings, access.head())), highlight=False)
     if access.metagraph.stale:
         access.close()
         fail(f"cannot read the metagraph of netuid {chain.netuid} on {chain.network}")
@@ -165,11 +168,22 @@ def weights(
         fail(str(exc))
     finally:
         store.close()
+    if access.client is not None:  # show the vector the chain would store, not the plan's
+        from prism_challenge.weights.conform import WeightsImpossible, conform_online
+
+        try:
+            self_uid = None if hotkey is None else metagraph.uid_of(hotkey)
+            plan = conform_online(plan, access.client, self_uid)
+        except WeightsImpossible as exc:
+            access.close()
+            fail(f"no weight vector netuid {settings.chain.netuid} accepts: {exc}", code=1)
     if as_json:
         typer.echo(plan.model_dump_json(indent=2))
     else:
         out = Console()
         out.print(_table(plan))
+        if plan.as_sent is not None:
+            out.print(plain(f"as the chain stores it: {plan.as_sent}"), highlight=False)
         if plan.leader is not None:
             out.print(f"leader: submission {plan.leader.submission_id} of {plan.leader.hotkey}")
         for x in plan.excluded:

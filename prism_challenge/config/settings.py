@@ -25,6 +25,23 @@ class StorageSettings(Section):
     url: str = "sqlite:///prism-data/prism.db"
 
 
+def endpoint_of(network: str) -> str:
+    """The websocket endpoint bittensor connects to for a network name or URL."""
+    from bittensor.settings import resolve_endpoint
+
+    return resolve_endpoint(network)[1]
+
+
+def network_error(network: str) -> str | None:
+    """None for a network bittensor can connect to, else one line naming the valid ones."""
+    from bittensor.settings import NETWORKS
+
+    if network in NETWORKS or network.startswith(("ws://", "wss://")):
+        return None
+    return (f"unknown network {network!r}: use one of {', '.join(sorted(NETWORKS))} "
+            f"or a ws:// / wss:// endpoint")
+
+
 class ChainSettings(Section):
     netuid: int = Field(1, ge=0)
     network: str = "finney"
@@ -43,6 +60,8 @@ class ChainSettings(Section):
 
     @model_validator(mode="after")
     def _serve_address_is_ip_port(self) -> ChainSettings:
+        if (problem := network_error(self.network)) is not None:
+            raise ValueError(f"chain.network: {problem}")
         if self.serve_address is not None:
             import ipaddress
 
@@ -347,12 +366,28 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _production_refuses_debug_backends(self) -> Settings:
-        if self.mode == "production" and self.sandbox.backend == "none":
+        if self.mode == "production" and (unsafe := self.unsafe_on_a_network()):
             raise ValueError(
-                "sandbox.backend 'none' runs miner code without isolation; it is for "
-                "debugging only and is refused when mode is 'production'"
-            )
+                "refused when mode is 'production' (each is for local debugging only): "
+                + "; ".join(unsafe))
         return self
+
+    def unsafe_on_a_network(self) -> list[str]:
+        """Every setting that is wrong for a node on a real subnet, each with its fix."""
+        chain, found = self.chain, []
+        if chain.mode != "online":
+            found.append("chain.mode 'local' (a ledger file, not the subnet): set chain.mode: "
+                         "online")
+        if chain.allow_any_hotkey and "allow_any_hotkey" in chain.model_fields_set:
+            found.append("chain.allow_any_hotkey true (any hotkey counts as registered): "
+                         "remove it")
+        if chain.metagraph_file is not None:
+            found.append("chain.metagraph_file (a fixed metagraph instead of the chain's): "
+                         "remove it")
+        if self.sandbox.backend == "none":
+            found.append("sandbox.backend 'none' runs miner code without isolation: use "
+                         "docker or bubblewrap")
+        return found
 
     @classmethod
     def settings_customise_sources(

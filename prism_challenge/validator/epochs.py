@@ -40,7 +40,8 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
         log.info("epoch: contender replays queued for submissions %s", queued)
     pairs = ", ".join(f"uid {u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))
     leader = plan.leader.hotkey if plan.leader else "none"
-    log.info("epoch: weights plan (%s) leader %s: %s", "dry-run" if plan.dry_run else "live",
+    live = setter is not None and not plan.dry_run  # local chain: there is nothing to send to
+    log.info("epoch: weights plan (%s) leader %s: %s", "live" if live else "not sent",
              leader, pairs or "empty")
     if setter is not None and not settings.weights.dry_run:
         setter.offer(plan, metagraph)

@@ -11,10 +11,16 @@ the plan only when the subnet allows it, instead of every epoch:
 - the version key derived from the scoring version is not below the subnet's
   `WeightsVersionKey`.
 
-It sends `SetWeights`, or `CommitWeights` (timelocked, revealed by the chain) when the
-subnet's hyperparameters say commit-reveal is on, bounded by the chain client's timeout and
-extrinsic period. An unreachable chain is retried with exponential backoff; a refusal by
-the chain is not (it would refuse again). Every outcome is logged and counted in
+- at least one tempo has passed since the last set (a commit-reveal subnet with rate limit
+  0 would otherwise pile up an unrevealed commit every epoch);
+- the plan conforms to the subnet's `max_weight_limit` and `min_allowed_weights`
+  (`weights.conform.as_sent`): what is sent and logged is the vector the chain stores, and
+  a plan no accepted vector carries is refused with the rule's name.
+
+It sends `SetWeights` only (the library picks a timelocked commit when the subnet runs
+commit-reveal), bounded by the chain client's timeout and extrinsic period. An unreachable
+chain is retried with exponential backoff; a refusal by the chain is not (it would refuse
+again). Every outcome is logged and counted in
 `ChainStatus` (`prism_weights_attempts_total{outcome}` at /metrics).
 """
 
@@ -32,6 +38,7 @@ from prism_challenge.chain.status import ChainStatus
 from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.version import SCORING_VERSION, version_key
+from prism_challenge.weights.conform import WeightsImpossible, as_sent
 from prism_challenge.weights.plan import WeightPlan
 
 log = logging.getLogger("prism.weights")
@@ -75,6 +82,7 @@ class WeightSetter:
         self.sleep = sleep
         self.version_key = version_key()
         self._sent_at: int = 0  # block of our last accepted extrinsic (the metagraph lags)
+        self.last_sent: WeightPlan | None = None  # the vector last sent, as the chain stores it
 
     def offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
         outcome = self._offer(plan, metagraph)
@@ -98,8 +106,10 @@ class WeightSetter:
         last = max(neuron.last_update, self._sent_at)
         for attempt in range(self.retries + 1):
             try:
-                return self._send(plan, last)
+                return self._send(plan, last, neuron.uid)
             except ChainUnavailable as exc:
+                if (landed := self._landed(neuron.uid, last)) is not None:
+                    return landed
                 if attempt == self.retries:
                     return WeightsOutcome("failed", f"{exc} (after {attempt + 1} attempts)")
                 delay = self.backoff_s * 2**attempt
@@ -111,21 +121,43 @@ class WeightSetter:
                 return WeightsOutcome("failed", f"the chain refused the weights: {exc.message}")
         raise AssertionError("unreachable")
 
-    def _send(self, plan: WeightPlan, last: int) -> WeightsOutcome:
+    def _landed(self, uid: int, last: int) -> WeightsOutcome | None:
+        """After a write that did not answer: the chain's LastUpdate says whether it landed
+        (never trust, nor blindly repeat, a write whose answer was lost)."""
+        try:
+            seen = self.client.last_update(uid)
+        except ChainUnavailable:
+            return None
+        if seen <= last:
+            return None
+        self._sent_at = seen
+        return WeightsOutcome("set", f"landed at block {seen} (confirmed by LastUpdate after "
+                              f"the write's answer was lost)", seen)
+
+    def _send(self, plan: WeightPlan, last: int, self_uid: int) -> WeightsOutcome:
         rules = self.client.weights_rules()
         since = rules.block - last
-        if last and since < rules.rate_limit:
-            return WeightsOutcome("not_yet", f"last set {since} blocks ago; the subnet's "
-                                  f"weights_rate_limit is {rules.rate_limit} blocks")
+        floor = max(rules.rate_limit, rules.tempo)
+        if last and since < floor:
+            return WeightsOutcome("not_yet", f"last set {since} blocks ago; weights go at most "
+                                  f"once per {floor} blocks (weights_rate_limit "
+                                  f"{rules.rate_limit}, tempo {rules.tempo})")
         if self.version_key < rules.min_version_key:
             return WeightsOutcome(
                 "refused", f"this validator scores with version {SCORING_VERSION} (version key "
                 f"{self.version_key}) but netuid {self.client.netuid} requires version key >= "
                 f"{rules.min_version_key}: upgrade PRISM")
+        try:
+            sent = as_sent(plan, rules, self_uid)
+        except WeightsImpossible as exc:
+            return WeightsOutcome("refused", str(exc))
+        # The library conforms the plan's own vector exactly as `as_sent` did (same clip,
+        # same quantization), so what is logged and shown is what the chain stores.
         self.client.set_weights(self.wallet, plan.uids, [float(w) for w in plan.weights_u16],
-                                version_key=self.version_key, commit_reveal=rules.commit_reveal)
+                                version_key=self.version_key)
         self._sent_at = rules.block
+        self.last_sent = sent
         how = "committed" if rules.commit_reveal else "set"
-        pairs = ", ".join(f"{u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))
+        pairs = ", ".join(f"{u}={w}" for u, w in zip(sent.uids, sent.weights_u16, strict=True))
         return WeightsOutcome(how, f"{how} at block {rules.block} (version key "
-                              f"{self.version_key}): {pairs}", rules.block)
+                              f"{self.version_key}; {sent.as_sent}): {pairs}", rules.block)

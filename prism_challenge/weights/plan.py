@@ -51,6 +51,9 @@ class WeightPlan(_Frozen):
     weights_u16: list[int]
     rows: list[PlanRow]
     excluded: list[Excluded]
+    # How the subnet's weight rules changed the vectors (`weights.conform.as_sent`); None
+    # when they were not read (local chain, or the chain unreachable).
+    as_sent: str | None = None
 
 
 def build_plan(

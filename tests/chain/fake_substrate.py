@@ -55,6 +55,17 @@ class FakeSubstrate:
     reject: str | None = None  # the next write fails on chain with this error name
     token_symbols: dict[int, str] = field(default_factory=dict)
     reads: list[tuple[str, str]] = field(default_factory=list)
+    weights: dict[int, dict[int, int]] = field(default_factory=dict)  # uid -> stored vector
+    # Nonces as the chain and a connection see them: `nonces` is each account's next nonce
+    # on chain; `nonce_cache` is the connection's own next-index cache (advanced on every
+    # signature, cleared with the connection, as async_substrate_interface does). A write
+    # signed with a nonce above the chain's is a future transaction: it never lands.
+    nonces: dict[str, int] = field(default_factory=dict)
+    nonce_cache: dict[str, int] = field(default_factory=dict)
+    raise_next: Exception | None = None  # raised by the next read or write, once
+    lose: int = 0  # the next `lose` writes land, but their answer never comes back
+    drop: int = 0  # the next `drop` writes are dropped from the pool: they never come back
+    signed_nonces: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
@@ -72,6 +83,9 @@ class FakeSubstrate:
         return [x for x in self.extrinsics if x.function == function]
 
     def _check_up(self) -> None:
+        if self.raise_next is not None:
+            error, self.raise_next = self.raise_next, None
+            raise error
         if self.down:
             raise RpcConnectionError("connection refused (fake chain is down)")
 
@@ -83,7 +97,7 @@ class FakeSubstrate:
         self._check_up()
 
     async def close(self) -> None:
-        return None
+        self.nonce_cache.clear()  # a new connection starts with no cached nonce
 
     # --- reads ------------------------------------------------------------------------
     async def block_hash(self, block: int | None = None) -> str:
@@ -181,21 +195,60 @@ class FakeSubstrate:
     async def submit(self, call, keypair, *, nonce=None, period=64, wait_for_inclusion=True,
                      wait_for_finalization=True) -> ExtrinsicResult:
         self._check_up()
-        if self.hang:
-            await asyncio.sleep(3600)
+        signer = keypair.ss58_address
+        if nonce is None:
+            nonce = self.nonce_cache.get(signer, self.nonces.get(signer, 0))
+            self.nonce_cache[signer] = nonce + 1
+        self.signed_nonces.append(nonce)
+        if self.drop:
+            self.drop -= 1
+            await asyncio.sleep(3600)  # in the pool, then dropped: the nonce stays unused
+        if self.hang or nonce > self.nonces.get(signer, 0):
+            await asyncio.sleep(3600)  # a future nonce waits in the pool for ever
+        self.nonces[signer] = nonce + 1
         sent = Sent(call.module, call.function, dict(call.params), keypair.ss58_address,
                     period, self.block)
         self.extrinsics.append(sent)
+        if self.reject is None:
+            self.reject = self._refusal(sent)
         if self.reject is not None:
             name, self.reject = self.reject, None
             from bittensor import ChainError
 
             return ExtrinsicResult(success=False, message=name, error=ChainError(name, name))
         self._apply(sent)
+        if self.lose:
+            self.lose -= 1
+            await asyncio.sleep(3600)
         return ExtrinsicResult(success=True, message="Success", block_hash=await self.block_hash())
+
+    def _refusal(self, sent: Sent) -> str | None:
+        """The pallet error the real chain answers this weights call with, if any: the
+        version key, the rate limit, min allowed weights and the max weight limit (after
+        the chain's own normalization to a u16 sum)."""
+        if sent.function != "set_mechanism_weights":
+            return None
+        uid, p = self.uid_of(sent.signer), sent.params
+        if p["version_key"] < self.hyper["WeightsVersionKey"]:
+            return "IncorrectWeightVersionKey"
+        last = self.neurons[uid].last_update
+        if last and self.block - last < self.hyper["WeightsSetRateLimit"]:
+            return "SettingWeightsTooFast"
+        dests, values = p["dests"], p["weights"]
+        if dests == [uid]:
+            return None  # a lone self-weight is exempt from both limits
+        if len(dests) < self.hyper["MinAllowedWeights"]:
+            return "WeightVecLengthIsLow"
+        limit = self.hyper["MaxWeightsLimit"]
+        if limit < 65535 and max(values) * 65535 // sum(values) > limit:
+            return "MaxWeightExceeded"
+        return None
 
     def _apply(self, sent: Sent) -> None:
         uid = self.uid_of(sent.signer)
+        if sent.function == "set_mechanism_weights":
+            self.weights[uid] = dict(zip(sent.params["dests"], sent.params["weights"],
+                                         strict=True))
         if sent.function in ("set_mechanism_weights", "commit_timelocked_mechanism_weights"):
             self.neurons[uid].last_update = self.block
         elif sent.function == "serve_axon":

@@ -76,7 +76,7 @@ def test_set_weights_composes_set_mechanism_weights_with_u16_and_the_version_key
         client, fake, wallets):
     fake.block = 1100  # 150 blocks after the validator's last update: the rate limit passed
     client(period_blocks=12).set_weights(wallets["validator"], [0, 2], [65535.0, 21845.0],
-                                         version_key=1_000_000, commit_reveal=False)
+                                         version_key=1_000_000)
     (sent,) = fake.extrinsics
     assert (sent.function, sent.signer, sent.period) == (
         "set_mechanism_weights", wallets["validator"].hotkey.ss58_address, 12)
@@ -88,7 +88,7 @@ def test_set_weights_composes_set_mechanism_weights_with_u16_and_the_version_key
 def test_commit_reveal_subnets_get_a_timelocked_commit(client, fake, wallets):
     fake.block = 1100
     fake.hyper["CommitRevealWeightsEnabled"] = True
-    client().set_weights(wallets["validator"], [0], [1.0], version_key=3, commit_reveal=True)
+    client().set_weights(wallets["validator"], [0], [1.0], version_key=3)
     (sent,) = fake.extrinsics
     assert sent.function == "commit_timelocked_mechanism_weights"
     assert sent.params["netuid"] == NETUID and sent.params["reveal_round"] > 0
@@ -98,8 +98,7 @@ def test_commit_reveal_subnets_get_a_timelocked_commit(client, fake, wallets):
 def test_the_chains_rate_limit_preflight_refuses_before_anything_is_signed(client, fake, wallets):
     fake.block = 1010  # 60 blocks after block 950, the limit is 100
     with pytest.raises(bittensor.ChainError) as refused:
-        client().set_weights(wallets["validator"], [0], [1.0], version_key=0,
-                             commit_reveal=False)
+        client().set_weights(wallets["validator"], [0], [1.0], version_key=0)
     assert refused.value.code == bittensor.ErrorCode.RATE_LIMITED
     assert fake.extrinsics == []
 
@@ -107,8 +106,7 @@ def test_the_chains_rate_limit_preflight_refuses_before_anything_is_signed(clien
 def test_a_refusal_on_chain_is_a_chain_error(client, fake, wallets):
     fake.block, fake.reject = 1100, "IncorrectWeightVersionKey"
     with pytest.raises(bittensor.ChainError, match="IncorrectWeightVersionKey"):
-        client().set_weights(wallets["validator"], [0], [1.0], version_key=0,
-                             commit_reveal=False)
+        client().set_weights(wallets["validator"], [0], [1.0], version_key=0)
 
 
 def test_serve_axon_composes_the_address_and_serving_rules_read_the_axon_block(
@@ -135,7 +133,7 @@ def test_a_write_that_never_returns_is_cut_by_the_timeout(client, fake, wallets)
     c = client(timeout_s=0.5)
     started = time.monotonic()
     with pytest.raises(ChainUnavailable, match="did not answer within 0.5 s"):
-        c.set_weights(wallets["validator"], [0], [1.0], version_key=0, commit_reveal=False)
+        c.set_weights(wallets["validator"], [0], [1.0], version_key=0)
     assert time.monotonic() - started < 5
     fake.hang = False
     assert c.block() == 1100  # the client still works after a timed-out call
@@ -144,14 +142,46 @@ def test_a_write_that_never_returns_is_cut_by_the_timeout(client, fake, wallets)
 def test_every_bittensor_name_the_adapter_uses_exists_in_the_installed_package():
     # The behaviour tests above run each path; this lists the names so a rename is named.
     source = inspect.getsource(subtensor)
-    for name in ("Subtensor", "SetWeights", "CommitWeights", "ServeAxon", "ExtrinsicResult",
+    for name in ("Subtensor", "SetWeights", "ServeAxon", "ExtrinsicResult",
                  "RpcConnectionError", "Metagraph", "NeuronCommitment", "calls", "storage"):
         assert f"bittensor.{name}" in source
         assert hasattr(bittensor, name), name
     assert hasattr(bittensor.calls.Commitments, "set_commitment")
-    for item in ("WeightsVersionKey", "ServingRateLimit", "Axons"):
+    for item in ("WeightsVersionKey", "ServingRateLimit", "Axons", "MaxWeightsLimit",
+                 "MinAllowedWeights", "Tempo"):
         assert hasattr(bittensor.storage.SubtensorModule, item)
     namespaces = bittensor.Client("local")
     assert callable(namespaces.subnets.metagraph) and callable(namespaces.subnets.commitments)
     assert callable(namespaces.hyperparameters.weights_rate_limit)
     assert callable(namespaces.subnets.commit_reveal_enabled)
+
+
+def test_writes_dropped_from_the_pool_do_not_jam_the_next_one(client, fake, wallets):
+    c = client(timeout_s=0.3)
+    fake.drop = 3  # three commitments time out in the pool; the chain still expects nonce 0
+    for _ in range(3):
+        with pytest.raises(ChainUnavailable, match="did not answer within 0.3 s"):
+            c.set_commitment(wallets["miner"], "prism1:" + "a" * 64)
+    c.set_commitment(wallets["miner"], "prism1:" + "b" * 64)  # signed with nonce 0: lands
+    hotkey = wallets["miner"].hotkey.ss58_address
+    assert fake.signed_nonces == [0, 0, 0, 0]
+    assert fake.nonces[hotkey] == 1
+    assert fake.commitments[hotkey]["block"] == fake.block
+
+
+def test_a_read_error_and_a_bare_write_failure_are_unavailable_not_refusals(
+        client, fake, wallets):
+    c = client()
+    fake.raise_next = bittensor.ChainError("RPC error: state already discarded")
+    with pytest.raises(ChainUnavailable, match="state already discarded"):
+        c.commitments()
+    fake.raise_next = bittensor.ChainError("Connection closed during submit")
+    with pytest.raises(ChainUnavailable, match="Connection closed during submit"):
+        c.set_commitment(wallets["miner"], "prism1:" + "c" * 64)
+    fake.reject = "SettingWeightsTooFast"  # a named refusal stays the chain's refusal
+    fake.block = 1100
+    with pytest.raises(bittensor.ChainError) as refused:
+        c.serve_axon(wallets["validator"], "10.0.0.2", 8000)
+    assert refused.value.code == bittensor.ErrorCode.RATE_LIMITED
+    c.set_commitment(wallets["miner"], "prism1:" + "c" * 64)  # the next write lands
+    assert fake.commitments[wallets["miner"].hotkey.ss58_address]["block"] == 1100

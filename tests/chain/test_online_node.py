@@ -37,6 +37,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 def online_node(fake, wallets, prepared_data, tmp_path):
     port = free_port()
     validator = wallets["validator"]
+    fake.hyper["Tempo"] = 100  # weights go once per tempo: here the same 100 blocks
     settings = Settings(
         storage={"url": f"sqlite:///{tmp_path / 'prism.db'}"},
         data={"root": str(prepared_data)},

@@ -22,7 +22,7 @@ PLAN = WeightPlan(netuid=7, block=1000, corpus="demo", dry_run=False, leader=Non
 @pytest.fixture
 def setup(client, fake, wallets):
     def build(**hyper):
-        fake.hyper.update(hyper)
+        fake.hyper.update({"Tempo": 100, **hyper})  # one tempo = the weights rate limit
         status = ChainStatus()
         view = LiveMetagraph(client(), refresh_blocks=1000, status=status)
         view.refresh()
@@ -143,3 +143,71 @@ def test_outcomes_are_exported_as_prometheus_metrics(setup, fake):
     text = generate_latest(registry).decode()
     assert "prism_chain_metagraph_stale 0.0" in text
     assert "prism_chain_metagraph_block 1050.0" in text
+
+
+LEADER_AND_BURN = WeightPlan(netuid=7, block=1000, corpus="demo", dry_run=False, leader=None,
+                             uids=[0, 2], weights_u16=[7282, 65535], rows=[], excluded=[])
+
+
+def test_a_capped_subnet_stores_the_clipped_vector_and_the_log_shows_that_vector(setup, fake):
+    view, setter, _, _ = setup(MaxWeightsLimit=32768)  # no uid above about half
+    fake.block = 1050
+    outcome = setter.offer(LEADER_AND_BURN, view)  # 10% burn, 90% leader
+    assert outcome.outcome == "set", outcome.message
+    stored = fake.weights[1]
+    assert stored == {0: 65533, 2: 65535}  # about 50/50, as the chain keeps it
+    assert setter.last_sent.uids == [0, 2]
+    assert setter.last_sent.weights_u16 == [65533, 65535]
+    assert outcome.message.endswith(": 0=65533, 2=65535")
+    assert "clipped to the subnet's max_weight_limit 32768/65535" in outcome.message
+
+
+def test_min_allowed_weights_above_the_plan_is_refused_with_its_reason(setup, fake):
+    view, setter, _, status = setup(MinAllowedWeights=8)
+    fake.block = 1050
+    outcome = setter.offer(PLAN, view)
+    assert outcome.outcome == "refused"
+    assert "requires at least 8 non-zero weights (min_allowed_weights)" in outcome.message
+    assert "pays 2 uid(s)" in outcome.message
+    assert fake.extrinsics == [] and status.weights == {"refused": 1}
+
+
+def test_commit_reveal_with_rate_limit_zero_still_waits_a_tempo(setup, fake):
+    view, setter, _, _ = setup(CommitRevealWeightsEnabled=True, WeightsSetRateLimit=0,
+                               Tempo=360)
+    fake.block = 1310  # one tempo after the last update at 950
+    assert setter.offer(PLAN, view).outcome == "committed"
+    fake.block = 1315  # a later epoch, same tempo: no second unrevealed commit
+    late = setter.offer(PLAN, view)
+    assert late.outcome == "not_yet" and "once per 360 blocks" in late.message
+    assert [s.function for s in fake.extrinsics] == ["commit_timelocked_mechanism_weights"]
+    assert all(s.function != "commit_crv3_mechanism_weights" for s in fake.extrinsics)
+
+
+def test_prism_weights_shows_what_a_capped_subnet_stores(client, fake):
+    from prism_challenge.weights.conform import conform_online
+
+    fake.hyper["MaxWeightsLimit"] = 32768
+    shown = conform_online(LEADER_AND_BURN, client(), self_uid=1)
+    assert (shown.uids, shown.weights_u16) == ([0, 2], [65533, 65535])
+    assert shown.as_sent.startswith("clipped to the subnet's max_weight_limit 32768/65535")
+    fake.down = True
+    unread = conform_online(LEADER_AND_BURN, client(), self_uid=1)
+    assert unread.weights_u16 == [7282, 65535]
+    assert unread.as_sent.startswith("not conformed: the subnet's weight rules could not")
+
+
+def test_a_set_whose_answer_is_lost_is_confirmed_by_last_update_not_repeated(
+        client, fake, wallets):
+    fake.hyper["Tempo"] = 100
+    status = ChainStatus()
+    view = LiveMetagraph(client(timeout_s=0.3), refresh_blocks=1000, status=status)
+    view.refresh()
+    setter = WeightSetter(view._client, wallets["validator"], SETTINGS, status=status,
+                          sleep=lambda s: None)
+    fake.block, fake.lose = 1050, 1  # lands at 1050; the answer never comes back
+    outcome = setter.offer(PLAN, view)
+    assert (outcome.outcome, outcome.block) == ("set", 1050)
+    assert "confirmed by LastUpdate" in outcome.message
+    assert len(fake.sent("set_mechanism_weights")) == 1
+    assert fake.weights[1] == {0: 21845, 2: 65535}

@@ -54,6 +54,7 @@ def test_environment_overrides_file(tmp_path, monkeypatch):
     path = _write(tmp_path, "challenge:\n  seq_len: 256\n")
     monkeypatch.setenv("PRISM_CHALLENGE__SEQ_LEN", "512")
     monkeypatch.setenv("PRISM_MODE", "production")
+    monkeypatch.setenv("PRISM_CHAIN__MODE", "online")  # production refuses the local ledger
     s = load_settings(path)
     assert s.challenge.seq_len == 512
     assert s.mode == "production"

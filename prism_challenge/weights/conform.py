@@ -1,0 +1,57 @@
+"""The weight vector the chain will store, from a plan and the subnet's weight rules.
+
+bittensor's `SetWeights` conforms what it is given before signing: it clips the weights so
+no share exceeds the subnet's `max_weight_limit` (mass goes to the others), quantizes them
+to u16 (largest = 65535) and refuses fewer non-zero weights than `min_allowed_weights`.
+A 90/10 plan on a subnet capped at 32768 is therefore stored as about 50/50. `as_sent`
+runs the library's own clip and quantization on the plan's vector, so what `prism
+weights`, `/v1/weights` and the logs show is what the chain stores, and a plan the chain
+cannot accept is refused here with its reason instead of failing every epoch.
+"""
+
+from __future__ import annotations
+
+from bittensor.intents.weights import U16_MAX, clip_to_max_weight, normalize
+
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable, WeightsRules
+from prism_challenge.weights.plan import WeightPlan
+
+
+class WeightsImpossible(ValueError):
+    """No vector the subnet accepts carries this plan; the message says which rule."""
+
+
+def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None) -> WeightPlan:
+    """The plan with `uids` / `weights_u16` (and each row's u16) as the chain stores them."""
+    uids, weights = list(plan.uids), [float(w) for w in plan.weights_u16]
+    if not uids:
+        raise WeightsImpossible("the plan has no non-zero weight")
+    self_only = self_uid is not None and uids == [self_uid]  # the chain exempts it
+    if not self_only and rules.max_weight_limit < U16_MAX:
+        weights = clip_to_max_weight(weights, rules.max_weight_limit / U16_MAX)
+    out_uids, out_u16 = normalize(uids, weights)
+    if not self_only and len(out_uids) < rules.min_allowed_weights:
+        raise WeightsImpossible(
+            f"netuid {plan.netuid} requires at least {rules.min_allowed_weights} non-zero "
+            f"weights (min_allowed_weights) but this plan pays {len(out_uids)} uid(s); the "
+            "subnet owner must lower it, or more miners must score")
+    notes = []
+    if (out_uids, out_u16) != (plan.uids, plan.weights_u16):
+        notes.append(f"clipped to the subnet's max_weight_limit {rules.max_weight_limit}/"
+                     f"{U16_MAX} (share {rules.max_weight_limit / U16_MAX:.4f} at most)")
+    u16_of = dict(zip(out_uids, out_u16, strict=True))
+    rows = [row.model_copy(update={"u16": u16_of.get(row.uid, 0)}) for row in plan.rows]
+    return plan.model_copy(update={"uids": out_uids, "weights_u16": out_u16, "rows": rows,
+                                   "as_sent": "; ".join(notes) or "unchanged by the subnet's "
+                                   "weight rules"})
+
+
+def conform_online(plan: WeightPlan, client: ChainClient, self_uid: int | None) -> WeightPlan:
+    """`as_sent` with the subnet's rules read now; the plan unchanged (with a note) when the
+    chain cannot be read. Raises WeightsImpossible like `as_sent`."""
+    try:
+        rules = client.weights_rules()
+    except ChainUnavailable as exc:
+        return plan.model_copy(update={"as_sent": f"not conformed: the subnet's weight rules "
+                                                  f"could not be read ({exc})"})
+    return as_sent(plan, rules, self_uid)
