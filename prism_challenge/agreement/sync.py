@@ -44,6 +44,7 @@ class PeerSync:
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
+            _retire(s, {p.hotkey for p in electorate})
         stored: dict[str, int] = {}
         for peer in peers:
             stored[peer.hotkey] = self._peer(peer)
@@ -106,6 +107,15 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
         written += 1
     session.flush()
     return written
+
+
+def _retire(session: Session, permitted: set[str]) -> None:
+    """A validator that left the electorate (lost its permit, deregistered) no longer counts
+    in the permitted stake the quorum is measured against: its stake is set to 0."""
+    for row in session.scalars(select(AgreementPeer).where(
+            AgreementPeer.validator.not_in(sorted(permitted)), AgreementPeer.stake != 0)):
+        row.stake = 0.0
+        row.updated_at = time.time()
 
 
 def _mark(session: Session, peer: Peer, *, ok_at: float | None, error: str | None) -> None:

@@ -42,6 +42,6 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
     leader = plan.leader.hotkey if plan.leader else "none"
     log.info("epoch: weights plan (%s) leader %s: %s", "dry-run" if plan.dry_run else "live",
              leader, pairs or "empty")
-    if setter is not None and not settings.weights.dry_run:
-        setter.offer(plan, metagraph)
+    if setter is not None and not settings.weights.dry_run and not ranked.no_quorum:
+        setter.offer(plan, metagraph)  # without a quorum: the weights last set stand
     return plan
