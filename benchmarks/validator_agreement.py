@@ -23,6 +23,15 @@ an original submitted in the same epoch (a leaky validator). Each validator then
   replays of more than `--quorum` of the stake passed. With `--rule own` each validator
   ranks on its own single measurement (the rule before shared input).
 
+`--adversary` adds a lying or faulty validator (the last one, under 1/3 of the permitted
+stake; the quorum is counted against every validator's stake, reachable or not, as the
+node does): `withhold` serves nothing, `selective` answers the even validators only,
+`equivocate` serves 2% low to even validators and 2% high to odd ones, `skew` dates half
+its runs 50 epochs ahead (bounded by each receiver at arrival, as the node stores it) and
+half 50 epochs behind; `missed-upload` makes every validator honest but one upload in five
+never reaches one of them, which then never ranks it (the node's behaviour today).
+Agreement is then counted over the honest validators. `--smoke` runs 60 epochs x 1 seed.
+
 Printed per configuration: the fraction of epochs in which all validators pick the same
 leader, and the mean pairwise cosine of their weight vectors. With `--sweep` it tries a
 grid of dethrone margins and epsilons for both precedence rules, then repeats the
@@ -31,6 +40,7 @@ configured one (`scoring.dethrone_margin`, `scoring.epsilon_bpb` unless given) l
     .venv/bin/python benchmarks/validator_agreement.py                 # ~1 min
     .venv/bin/python benchmarks/validator_agreement.py --rule own      # the old rule
     .venv/bin/python benchmarks/validator_agreement.py --sweep --seeds 5
+    .venv/bin/python benchmarks/validator_agreement.py --adversary selective [--smoke]
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import math
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prism_challenge.agreement.aggregate import Measurement, aggregate
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -169,32 +179,78 @@ class Shared:
     validator 0..`propagation` epochs after it was made (drawn per pair and run)."""
 
     def __init__(self, rng: random.Random, validators: list[Validator], subs: list[Sub], *,
-                 stakes: list[float], propagation: int, quorum: float, settle: int) -> None:
+                 stakes: list[float], propagation: int, quorum: float, settle: int,
+                 adversary: str = "none") -> None:
         self.validators, self.subs = validators, subs
         self.names = [f"v{i}" for i in range(len(validators))]
-        self.stakes = dict(zip(self.names, stakes, strict=True))
+        self.stakes = dict(zip(self.names, stakes, strict=True))  # every permitted validator
         self.quorum, self.settle = quorum, settle
         n = len(validators)
         # delay[u][v][index]: epochs before v holds u's measurement (and its updates)
         self.delay = [[{s.index: 0 if u == v else rng.randint(0, propagation) for s in subs}
                        for v in range(n)] for u in range(n)]
+        self.adversary = adversary
+        self.bad = adversaries(stakes, adversary)
+        # missed-upload: one in five uploads never reaches one honest validator (down, 503,
+        # 429, or a miner choosing whom to send to); it holds no submission row for that run
+        self.missed = {s.index: rng.randrange(n) for s in subs
+                       if adversary == "missed-upload" and rng.random() < 0.2}
+
+    def _held(self, s: Sub, u: int, v: int, epoch: int) -> Measurement | None:
+        """u's measurement of s as v holds it at `epoch`, under the adversary's behaviour."""
+        peer = self.validators[u]
+        seen = epoch - self.delay[u][v][s.index]  # u's state as v holds it
+        if (s.index in peer.rejected or peer.scored_at[s.index] > seen
+                or self.missed.get(s.index) == u):
+            return None
+        m = peer.measurement(s, self.names[u], seen)
+        if u not in self.bad or u == v:
+            return m
+        if self.adversary == "withhold":
+            return None
+        if self.adversary == "selective" and v % 2:
+            return None  # answers the even validators only: two electorates
+        if self.adversary == "equivocate":  # 2% low to even validators, 2% high to odd
+            return replace(m, bpb=m.bpb * (0.98 if v % 2 == 0 else 1.02))
+        if self.adversary == "skew":  # half its runs dated 50 epochs ahead, half behind;
+            shift = 50.0 if s.index % 2 else -50.0  # the receiver bounds it by arrival
+            arrived = float(peer.scored_at[s.index] + self.delay[u][v][s.index])
+            verified = None if m.verified_at is None else min(
+                m.verified_at + shift,
+                float(peer.verified_at[s.index] + self.delay[u][v][s.index]))
+            return replace(m, measured_at=min(m.measured_at + shift, arrived),
+                           verified_at=verified)
+        return m
 
     def entries(self, v: int, epoch: int) -> list[Entry]:
         me = self.validators[v]
         out = []
         for s in self.subs:
-            if s.index in me.rejected:
-                continue
-            held = []
-            for u, peer in enumerate(self.validators):
-                seen = epoch - self.delay[u][v][s.index]  # u's state as v holds it
-                if s.index not in peer.rejected and peer.scored_at[s.index] <= seen:
-                    held.append(peer.measurement(s, self.names[u], seen))
+            if s.index in me.rejected or self.missed.get(s.index) == v:
+                continue  # a run whose upload missed this validator is never ranked here
+            held = [m for u in range(len(self.validators))
+                    if (m := self._held(s, u, v, epoch)) is not None]
             ranked = aggregate(me.entry(s, epoch), held, self.stakes, quorum=self.quorum,
                                now=float(epoch), settle_s=float(self.settle))
             if ranked is not None:
                 out.append(ranked)
         return out
+
+
+ADVERSARIES = ("none", "missed-upload", "equivocate", "selective", "withhold", "skew")
+
+
+def adversaries(stakes: list[float], mode: str) -> set[int]:
+    """The lying or faulty validators: the last one, which must hold under 1/3 of the
+    permitted stake (none for `none` and `missed-upload`, where every validator is honest)."""
+    if mode in ("none", "missed-upload"):
+        return set()
+    last = len(stakes) - 1
+    if stakes[last] * 3 >= sum(stakes):
+        raise SystemExit(f"--adversary {mode}: the last validator holds {stakes[last]:g} of "
+                         f"{sum(stakes):g} stake, not under 1/3; give --stakes with a smaller "
+                         "last value")
+    return {last}
 
 
 def cosine(a: dict[int, int], b: dict[int, int]) -> float:
@@ -215,7 +271,9 @@ def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
                   for v in range(args.validators)]
     shared = None if args.rule == "own" else Shared(
         random.Random(seed * 7919 + 1), validators, subs, stakes=stakes_of(args),
-        propagation=args.propagation, quorum=args.quorum, settle=args.settle)
+        propagation=args.propagation, quorum=args.quorum, settle=args.settle,
+        adversary=args.adversary)
+    honest = [i for i in range(args.validators) if shared is None or i not in shared.bad]
     settings = Settings(scoring={"epsilon_bpb": epsilon, "dethrone_margin": margin},
                         weights={"winner_share": args.winner_share,
                                  "research_share": 0.0})
@@ -223,8 +281,9 @@ def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
     same, cosines, counted = 0, [], 0
     first = []  # validator 0's leader per epoch: a stream that never has one agrees trivially
     for epoch in range(args.warmup, args.epochs):
-        plans = [build_plan(v.entries(subs, epoch) if shared is None else shared.entries(i, epoch),
-                            metagraph, settings) for i, v in enumerate(validators)]
+        plans = [build_plan(validators[i].entries(subs, epoch) if shared is None
+                            else shared.entries(i, epoch), metagraph, settings)
+                 for i in honest]
         leaders = {None if p.leader is None else p.leader.hotkey for p in plans}
         vectors = [dict(zip(p.uids, p.weights_u16, strict=True)) for p in plans]
         same += len(leaders) == 1
@@ -279,6 +338,11 @@ def main() -> None:
     parser.add_argument("--settle", type=int, default=None,
                         help="epochs a measurement waits before it counts (default: "
                         "--propagation)")
+    parser.add_argument("--adversary", choices=ADVERSARIES, default="none",
+                        help="a lying or faulty validator under 1/3 of the stake (the last "
+                        "one), or missed uploads; agreement is counted over honest ones")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a quick check: 60 epochs x 1 seed")
     parser.add_argument("--sweep", action="store_true",
                         help="try every combination of the lists below first")
     parser.add_argument("--sweep-precedence", default="arrival,block")
@@ -290,6 +354,10 @@ def main() -> None:
         parser.error("--validators must be at least 2")
     if args.settle is None:
         args.settle = args.propagation
+    if args.smoke:
+        args.epochs, args.seeds = 60, 1
+    if args.adversary != "none" and args.rule != "median":
+        parser.error("--adversary needs --rule median (peers' measurements)")
     started = time.perf_counter()
     print(f"{args.validators} validators, {args.epochs} epochs x {args.seeds} seeds, "
           f"{args.rate:g} submissions/epoch, noise {args.noise:.2%} of bpb, scoring delay "
@@ -310,7 +378,8 @@ def main() -> None:
                          precedence=args.precedence)
     print(f"configured: rule {args.rule}" + ("" if args.rule == "own" else (
           f" (quorum {args.quorum:.3g}, stakes {args.stakes}, propagation "
-          f"0..{args.propagation}, settle {args.settle})")) + f", precedence {args.precedence}, "
+          f"0..{args.propagation}, settle {args.settle}, adversary {args.adversary})"))
+          + f", precedence {args.precedence}, "
           f"epsilon {args.epsilon:g}, dethrone margin {args.margin:g} "
           f"({time.perf_counter() - started:.0f} s)")
     print(f"validator 0: the lead changed {changes:.1f} times per seed, no leader in "

@@ -9,14 +9,16 @@ a split heals as soon as they do (no decision is remembered between epochs).
   validator counts the same measurements at the same moment, so a leader change is not
   decided at different times by different validators.
 - A run is rankable only when the counted measurements come from validators holding more
-  than `quorum` of the electorate's stake (the electorate: this validator and the peers it
-  can reach). With a quorum of 2/3, a coalition holding less than 1/3 of the stake can
-  never make a run rankable on its own numbers, nor hold the median (below).
+  than `quorum` of the *permitted* stake: every validator the metagraph permits, reachable
+  or not (`permitted`). A quorum counted over what happens to be reachable would let a
+  validator that reaches only a few peers, or peers that answer some validators and not
+  others, rank on a minority. With a quorum of 2/3, a coalition holding less than 1/3 of
+  the stake can never make a run rankable on its own numbers, nor hold the median (below).
 - bpb and held-out delta are stake-weighted medians (the lower one on an exact split).
   As long as honest validators hold more than half of the counted stake, the median lies
   between two honest measurements, whatever the others report.
 - Eligible: validators holding more than half of the counted stake say so. Verified (may
-  lead): validators holding more than `quorum` of the electorate's stake passed its replay
+  lead): validators holding more than `quorum` of the permitted stake passed its replay
   (each pass counts once settled too).
 """
 
@@ -69,10 +71,12 @@ def counted(measurements: Iterable[Measurement], stakes: Mapping[str, float], *,
 
 
 def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping[str, float],
-              *, quorum: float, now: float, settle_s: float = 0.0) -> Entry | None:
+              *, quorum: float, now: float, settle_s: float = 0.0,
+              permitted: float | None = None) -> Entry | None:
     """`entry` with bpb, delta, eligibility and verification replaced by the aggregate of
-    `measurements`, or None while the counted stake is not above `quorum` of the total."""
-    total = sum(s for s in stakes.values() if s > 0)
+    `measurements`, or None while the counted stake is not above `quorum` of `permitted`
+    (the stake of every permitted validator; default: the total of `stakes`, never less)."""
+    total = max(sum(s for s in stakes.values() if s > 0), permitted or 0.0)
     held = counted(measurements, stakes, now=now, settle_s=settle_s)
     held_stake = sum(stakes[m.validator] for m in held)
     if total <= 0 or held_stake <= quorum * total:

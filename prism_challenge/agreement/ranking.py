@@ -1,10 +1,13 @@
 """The entries this validator ranks: its own, or the shared-input aggregate of them.
 
-With `agreement.enabled` and at least one peer reached in the last `peer_stale_s`, each run
-this validator holds (scored here or not) is ranked on `aggregate` over its own measurement
-and its peers' of the same digest, miner hotkey, corpus and scoring version, weighted by
-the stakes stored by the peer loop. A run without a quorum yet is left out. With no peer
-reached it ranks on its own measurements, and says so (`Ranked.note`).
+With `agreement.enabled` and peers known, each run this validator holds (scored here or
+not) is ranked on `aggregate` over its own measurement and its peers' of the same digest,
+miner hotkey, corpus and scoring version, weighted by the stakes stored by the peer loop.
+The quorum is counted against the stake of every permitted validator, reachable or not:
+a validator that reaches (itself included) no more than `quorum` of that stake ranks
+nothing and says so (`Ranked.note`, a warning each epoch), rather than rank on a minority
+that an unreachable majority, or peers answering only some validators, would outvote.
+A run without a quorum yet is left out.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ class Ranked:
     entries: list[Entry]
     shared: bool  # ranked on the aggregate (False: on this validator's own measurements)
     note: str  # one line for the log: what was ranked on, and why
-    degraded: bool = False  # peers are known but none was reached: worth a warning
+    degraded: bool = False  # no quorum of the permitted stake reached: worth a warning
+    no_quorum: bool = False  # nothing ranked: the epoch offers no weights (they stay as set)
 
 
 def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None, *,
@@ -46,27 +50,32 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
     now = time.time() if now is None else now
     stakes = electorate_stakes(session, own_hotkey, now=now,
                                stale_s=cfg.peer_stale_s)
-    if len(stakes) < 2:
-        known = session.scalar(select(func.count()).select_from(AgreementPeer).where(
-            AgreementPeer.validator != own_hotkey)) or 0
-        if not known:
-            return Ranked(own, False, "own measurements: no peer validator is known")
-        return Ranked(own, False, f"own measurements only: none of {known} peer validators "
-                      f"answered with a good page in the last {cfg.peer_stale_s:g} s "
-                      "(agreement.peer_stale_s)", degraded=True)
+    permitted = permitted_stake(session)
+    known = session.scalar(select(func.count()).select_from(AgreementPeer).where(
+        AgreementPeer.validator != own_hotkey)) or 0
+    if not known:
+        return Ranked(own, False, "own measurements: no peer validator is known")
+    reached = sum(stakes.values())
+    if permitted <= 0 or reached <= cfg.quorum * permitted:
+        share = reached / permitted if permitted > 0 else 0.0
+        return Ranked([], False, f"nothing: no quorum reachable; the {len(stakes)} "
+                      f"validators reached (this one included, {len(stakes) - 1} of {known} "
+                      f"peers answered with a good page in the last {cfg.peer_stale_s:g} s) "
+                      f"hold {share:.1%} of the permitted stake, not more than the quorum "
+                      f"{cfg.quorum:.1%} (agreement.quorum); weights stay as last set until "
+                      "more peers answer", degraded=True, no_quorum=True)
     measured = _measurements(session, own_hotkey, set(stakes))
     corpus = latest_corpus(own)
     out = []
     for entry in own + _unscored(session, corpus, measured):
         ms = measured.get((entry.digest, entry.hotkey, entry.corpus), [])
         ranked = aggregate(entry, ms, stakes, quorum=cfg.quorum, now=now,
-                           settle_s=cfg.settle_s)
+                           settle_s=cfg.settle_s, permitted=permitted)
         if ranked is not None:
             out.append(ranked)
-    share = sum(stakes.values())
     return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
-                  f"(stake {share:g}); {len(out)} of {len(own)} runs scored here or by peers "
-                  f"have a quorum")
+                  f"(stake {reached:g} of {permitted:g} permitted); {len(out)} of {len(own)} runs "
+                  "scored here or by peers have a quorum")
 
 
 def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float
@@ -81,6 +90,13 @@ def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s:
         elif peer.stake > 0 and peer.last_ok_at is not None and peer.last_ok_at >= now - stale_s:
             stakes[peer.validator] = peer.stake
     return stakes
+
+
+def permitted_stake(session: Session) -> float:
+    """The stake of every validator the peer loop last saw permitted, reached or not
+    (this one included): what a quorum is counted against."""
+    return float(session.scalar(select(func.coalesce(func.sum(AgreementPeer.stake), 0.0))
+                                .where(AgreementPeer.stake > 0)) or 0.0)
 
 
 def _measurements(session: Session, own_hotkey: str, validators: set[str]

@@ -4,6 +4,13 @@ Each page is written in one transaction after it was verified in full, so a refu
 writes nothing. The electorate (stakes, and when each peer last answered with a good page)
 is stored beside the measurements, so the weights plan can be computed from the store alone
 by the epoch loop and by `GET /v1/weights` alike.
+
+When a peer measured (and passed the replay of) a run is what that peer's clock said, so it
+is stored bounded by this validator's clock: never later than when the row arrived. A peer
+whose clock runs ahead (or that postdates) cannot hold its measurement back from settling
+past `settle_s` after it arrived; an honest row keeps its time, so every validator counts it
+at the same moment. A row stored again with the same values keeps the time stored first,
+so a page fetched again, or one that re-dates an old measurement, moves nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ class PeerSync:
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
+            _retire(s, {p.hotkey for p in electorate})
         stored: dict[str, int] = {}
         for peer in peers:
             stored[peer.hotkey] = self._peer(peer)
@@ -83,9 +91,13 @@ class PeerSync:
 
 def store_page(session: Session, page: MeasurementsPage, *, now: float | None = None) -> int:
     """Upsert the page's rows (one per validator and digest: the latest page wins; an old
-    page cannot come back, its signature is fresh for `signature_max_age_s` and used once);
-    returns the rows written."""
+    page cannot come back, its signature is fresh for `signature_max_age_s` and used once),
+    their times bounded by this validator's clock (`now`); returns the rows written."""
     now = time.time() if now is None else now
+
+    def bounded(claimed: float) -> float:
+        return min(claimed, now)
+
     written = 0
     for row in page.rows:
         old = session.scalar(select(PeerMeasurement).where(
@@ -93,19 +105,34 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
         if old is None:
             old = PeerMeasurement(validator=page.validator, digest=row.digest)
             session.add(old)
+        same = old.measured_at is not None and (
+            old.miner_hotkey, old.bpb, old.heldout_delta, old.eligible, old.corpus,
+            old.scoring_version) == (row.miner_hotkey, row.bpb, row.heldout_delta,
+                                     row.eligible, row.corpus, row.scoring_version)
+        old.measured_at = old.measured_at if same else bounded(row.measured_at)
+        old.verified_at = None if not row.verified else (
+            old.verified_at if same and old.verified_at is not None
+            else bounded(row.verified_at if row.verified_at is not None else now))
         old.miner_hotkey = row.miner_hotkey
         old.block = row.block
         old.bpb = row.bpb
         old.heldout_delta = row.heldout_delta
         old.eligible = row.eligible
-        old.measured_at = row.measured_at
-        old.verified_at = row.verified_at if row.verified else None
         old.corpus = row.corpus
         old.scoring_version = row.scoring_version
         old.fetched_at = now
         written += 1
     session.flush()
     return written
+
+
+def _retire(session: Session, permitted: set[str]) -> None:
+    """A validator that left the electorate (lost its permit, deregistered) no longer counts
+    in the permitted stake the quorum is measured against: its stake is set to 0."""
+    for row in session.scalars(select(AgreementPeer).where(
+            AgreementPeer.validator.not_in(sorted(permitted)), AgreementPeer.stake != 0)):
+        row.stake = 0.0
+        row.updated_at = time.time()
 
 
 def _mark(session: Session, peer: Peer, *, ok_at: float | None, error: str | None) -> None:

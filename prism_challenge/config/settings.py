@@ -232,7 +232,8 @@ class AgreementSettings(Section):
     # Serve this validator's own measurements, signed, at GET /v1/measurements.
     serve: bool = True
     # A run ranks once measurements from validators holding more than this share of the
-    # electorate's stake (this validator + the peers it reaches) are held.
+    # permitted stake (every permitted validator, reachable or not) are held; a validator
+    # reaching no more than this share ranks nothing and offers no weights.
     quorum: float = Field(2 / 3, ge=0, lt=1)
     # Seconds a measurement (and a passed replay) waits after it was made before it counts,
     # so every validator counts it at the same moment; longer than a poll or two.

@@ -43,6 +43,6 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
     live = setter is not None and not plan.dry_run  # local chain: there is nothing to send to
     log.info("epoch: weights plan (%s) leader %s: %s", "live" if live else "not sent",
              leader, pairs or "empty")
-    if setter is not None and not settings.weights.dry_run:
-        setter.offer(plan, metagraph)
+    if setter is not None and not settings.weights.dry_run and not ranked.no_quorum:
+        setter.offer(plan, metagraph)  # without a quorum: the weights last set stand
     return plan

@@ -72,10 +72,11 @@ class Node:
     def hotkey(self) -> str:
         return self.wallet.hotkey.ss58_address
 
-    def serve(self, live_server) -> str:
+    def serve(self, live_server, **deps) -> str:
+        """Serve the real app; `deps` overrides ApiDeps fields (e.g. a skewed `clock`)."""
         self.url = live_server(create_app(ApiDeps(
             settings=self.settings, store=self.store, metagraph=self.metagraph,
-            hotkey=self.hotkey, signer=self.wallet)))
+            hotkey=self.hotkey, signer=self.wallet, **deps)))
         return self.url
 
     def sync(self, peers: list[Peer], **fetcher) -> tuple[dict[str, int], AgreementStatus]:

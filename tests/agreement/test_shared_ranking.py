@@ -1,6 +1,6 @@
 """Three validators on 127.0.0.1 whose own measurements pick different leaders end with the
-same leader once their signed measurements have propagated; with no peer reachable a
-validator ranks on its own measurements and says so."""
+same leader once their signed measurements have propagated; a validator that reaches no
+more than the quorum of the permitted stake ranks nothing and says so."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.storage.tables import PeerMeasurement
+from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.weights.plan import load_plan
 
 # bpb of run Y (miner2, committed after X at 1.000) as each validator measured it: the
@@ -56,7 +57,10 @@ def test_three_validators_agree_on_the_median_although_their_own_leaders_differ(
     assert ranked.shared and "over 3 validators" in ranked.note
 
 
-def test_a_validator_whose_peers_are_all_unreachable_ranks_on_its_own(nodes, wallets):
+def test_a_validator_whose_peers_are_all_unreachable_ranks_nothing_and_says_so(
+        nodes, wallets):
+    """Alone it holds 1/3 of the permitted stake: its own measurement is a minority's, so
+    it ranks nothing (its weights stay as last set) rather than pick its own leader."""
     b = nodes["b"]
     m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
     add_scored(b.store, name="X", miner=m1, block=1, bpb=1.000)
@@ -68,10 +72,72 @@ def test_a_validator_whose_peers_are_all_unreachable_ranks_on_its_own(nodes, wal
     with b.store.session() as s:
         ranked = ranked_entries(s, b.settings, b.hotkey)
         assert s.scalar(select(func.count()).select_from(PeerMeasurement)) == 0
-    assert not ranked.shared and ranked.degraded
-    assert "none of 2 peer validators answered" in ranked.note
-    assert [e.bpb for e in ranked.entries] == [1.000, 0.998]
-    assert plan_of(b).leader.hotkey == m1  # its own measurement decides
+    assert not ranked.shared and ranked.degraded and ranked.no_quorum
+    assert ranked.entries == []
+    assert "0 of 2 peers answered" in ranked.note
+    assert "hold 33.3% of the permitted stake, not more than the quorum 66.7%" in ranked.note
+    assert plan_of(b).leader is None  # the plan served would burn; the epoch offers none:
+    offered = []
+
+    class Recorder:  # the chain's seam: what the epoch would send
+        def offer(self, plan, metagraph):
+            offered.append(plan)
+
+    live = b.settings.model_copy(update={"weights": b.settings.weights.model_copy(
+        update={"dry_run": False})})
+    run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=b.hotkey)
+    assert offered == []
+    run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=None)  # own ranking
+    assert [p.leader.hotkey for p in offered] == [m1]
+
+
+def test_a_validator_reaching_only_a_minority_of_the_permitted_stake_does_not_rank_on_it(
+        nodes, wallets, live_server):
+    """Four permitted validators, b reaches only the liar (who serves a flattering Y): the
+    two hold half the permitted stake, so b ranks nothing rather than follow the liar;
+    once it also reaches a, three of four (75%) pass the quorum and Y ranks on the median."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    a, b, c, liar = (nodes[n] for n in ("a", "b", "c", "liar"))
+    for node, y in ((a, 0.996), (b, 0.998), (c, 0.997), (liar, 0.900)):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=y)
+        node.serve(live_server)
+    unreachable = Peer(c.hotkey, "http://127.0.0.1:9", 1.0)
+    peers = [Peer(b.hotkey, None, 1.0), Peer(a.hotkey, "http://127.0.0.1:9", 1.0),
+             unreachable, Peer(liar.hotkey, liar.url, 1.0)]
+    stored, _ = b.sync(peers, timeout_s=2)
+    assert stored == {a.hotkey: 0, c.hotkey: 0, liar.hotkey: 2}
+    with b.store.session() as s:
+        ranked = ranked_entries(s, b.settings, b.hotkey)
+    assert ranked.no_quorum and ranked.entries == []
+    assert "hold 50.0% of the permitted stake" in ranked.note
+
+    peers[1] = Peer(a.hotkey, a.url, 1.0)
+    stored, _ = b.sync(peers, timeout_s=2)
+    assert stored[a.hotkey] == 2
+    with b.store.session() as s:
+        ranked = ranked_entries(s, b.settings, b.hotkey)
+    assert ranked.shared and not ranked.no_quorum
+    assert "(stake 3 of 4 permitted)" in ranked.note
+    assert [(e.hotkey, e.bpb) for e in ranked.entries] == [(m1, 1.000), (m2, 0.996)]
+
+
+def test_a_validator_that_left_the_electorate_no_longer_counts_in_the_permitted_stake(
+        nodes, wallets, live_server):
+    """c loses its permit: the next round drops its stake, and a and b (2 of 2) rank."""
+    m1 = wallets["miner1"].hotkey.ss58_address
+    a, b, c = (nodes[n] for n in ("a", "b", "c"))
+    for node in (a, b):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        node.serve(live_server)
+    a.sync(electorate_of(a, [b]) + [Peer(c.hotkey, "http://127.0.0.1:9", 1.0)], timeout_s=2)
+    with a.store.session() as s:
+        assert ranked_entries(s, a.settings, a.hotkey).no_quorum  # 2 of 3: not above 2/3
+    a.sync(electorate_of(a, [b]))
+    with a.store.session() as s:
+        ranked = ranked_entries(s, a.settings, a.hotkey)
+    assert "(stake 2 of 2 permitted)" in ranked.note
+    assert [e.bpb for e in ranked.entries] == [1.000]
 
 
 def test_a_run_not_yet_at_quorum_does_not_rank(nodes, wallets, live_server):
