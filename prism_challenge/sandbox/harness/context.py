@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.telemetry import Telemetry
@@ -112,6 +113,7 @@ class TrainContext:
         self.__snapshot_dir = snapshot_dir
         self.__observed = observed
         self.__compiled = None
+        self.__forwards = ForwardTally()  # the measured precision/compile axes
         self.__telemetry = Telemetry()
 
     def time_left(self) -> float:
@@ -134,9 +136,6 @@ class TrainContext:
             raise ContractError(f"batch_size {batch_size} is over the {self.__max_rows} rows "
                                 "a step may take per rank")
         precision = _precision(autocast_dtype)
-        self.__observed.setdefault("batch_size", batch_size)
-        self.__observed["precision"] = precision
-        self.__observed["compile"] = bool(compile) or self.__observed.get("compile", False)
         forward = self.model
         if compile:
             if self.__compiled is None:
@@ -177,6 +176,8 @@ class TrainContext:
             loss = per_token.sum() / max(int(reply["tokens"]), 1)
             channel.record(step, per_token.detach())
             channel.step += 1
+            self.__forwards.add(n, precision, compiled)
+            self.__observed.update(self.__forwards.axes())
             yield Batch(inputs, targets, loss)
 
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:

@@ -97,6 +97,7 @@ def main() -> int:
             deadline=time.monotonic() + float(ready["deadline_s"]), channel=channel,
             snapshot_dir=snapshot_dir, observed=observed,
         )
+        watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
         with watch:
             train(ctx)
     except ContractError as exc:
