@@ -116,6 +116,14 @@ class TrainContext:
         self.__forwards = ForwardTally()  # the measured precision/compile axes
         self.__telemetry = Telemetry()
 
+    def __setattr__(self, name: str, value) -> None:
+        """Read-only to the miner: only the harness's own (name-mangled) fields change
+        after set-up, so ctx passed where a FunctionCtx is expected cannot be rewritten."""
+        if "_TrainContext__telemetry" in self.__dict__ and not name.startswith("_TrainContext__"):
+            raise ContractError(f"ctx is read-only: ctx.{name} cannot be assigned; keep your "
+                                "own values in your own objects")
+        object.__setattr__(self, name, value)
+
     def time_left(self) -> float:
         return max(0.0, self.__deadline - time.monotonic())
 
