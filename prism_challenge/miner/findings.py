@@ -44,5 +44,16 @@ def static_findings(bundle: Bundle) -> list[Finding]:
     return out
 
 
+def state_findings(axes) -> list[Finding]:
+    """The state contract as the run saw it (`MeasuredAxes.state_outside`): one finding."""
+    from prism_challenge.sandbox.harness.state_contract import ADVICE
+
+    notes = list(getattr(axes, "state_outside", None) or [])
+    if not notes:
+        return [] if axes is None else [Finding(
+            "state", "pass", "no state seen outside parameters and buffers")]
+    return [Finding("state", "fail", f"{note}; {ADVICE}") for note in notes]
+
+
 def failed(findings: list[Finding]) -> bool:
     return any(f.status == "fail" for f in findings)

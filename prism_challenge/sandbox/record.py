@@ -82,6 +82,8 @@ class MeasuredAxes(Model):
     precision: str = "fp32"  # of the iterator that produced most scored rows
     compile: bool = False  # most scored rows came from a compiled forward
     world_size: int = 1
+    # model state kept outside parameters and buffers, as the harness saw it change
+    state_outside: list[str] = Field([], max_length=8)
 
 
 class AuditEntry(Model):

@@ -96,7 +96,7 @@ class TrainContext:
     def __init__(self, *, model, ddp_model, device, vocab_size: int, seq_len: int,
                  separator_id: int, rank: int, world_size: int, token_budget: int,
                  max_step_rows: int, deadline: float, channel: FeederChannel,
-                 snapshot_dir: Path, observed: dict):
+                 snapshot_dir: Path, observed: dict, state_watch=None):
         self.model = ddp_model if ddp_model is not None else model
         self.device = device
         self.vocab_size = vocab_size
@@ -113,6 +113,7 @@ class TrainContext:
         self.__snapshot_dir = snapshot_dir
         self.__observed = observed
         self.__compiled = None
+        self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
         self.__forwards = ForwardTally()  # the measured precision/compile axes
         self.__telemetry = Telemetry()
 
@@ -174,6 +175,8 @@ class TrainContext:
             if reply.get("probe"):
                 channel.probed(step, self.__probe(forward, inputs, targets, reply["probe"],
                                                   amp_dtype))
+            if self.__state_watch is not None:
+                self.__state_watch.before_forward(step)
             self.model.train()
             with torch.enable_grad(), torch.autocast(
                 device_type=device.type, dtype=amp_dtype, enabled=amp_dtype is not None
