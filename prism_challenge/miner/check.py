@@ -74,7 +74,7 @@ def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
         return report
     record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
     report.record, report.smoke_rows = record, record.budget.rows
-    report.findings += _run_findings(record, smoke) + state_findings(record.axes)
+    report.findings += _run_findings(record, smoke) + state_findings(record)
     report.score = score_record(record, smoke.scoring)
     report.findings += _gate_findings(report.score)
     return report

@@ -90,7 +90,7 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
         check = verdict(replay, settings.verification)
     wall = time.monotonic() - t0
     axes = read_axes(DEFAULT_AXES, record.axes, dict(bundle.meta.axes))
-    findings = findings + state_findings(record.axes)
+    findings = findings + state_findings(record)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"record": out / RECORD_FILE, "score": out / SCORE_FILE, "curve": out / CURVE_FILE}

@@ -44,13 +44,14 @@ def static_findings(bundle: Bundle) -> list[Finding]:
     return out
 
 
-def state_findings(axes) -> list[Finding]:
-    """The state contract as the run saw it (`MeasuredAxes.state_outside`): one finding."""
+def state_findings(record) -> list[Finding]:
+    """The state contract as the run saw it (`MeasuredAxes.state_outside`); nothing when
+    fewer than two scored steps ran (nothing to compare)."""
     from prism_challenge.sandbox.harness.state_contract import ADVICE
 
-    notes = list(getattr(axes, "state_outside", None) or [])
+    notes = list(record.axes.state_outside) if record.axes is not None else []
     if not notes:
-        return [] if axes is None else [Finding(
+        return [] if len(record.batches) < 2 else [Finding(
             "state", "pass", "no state seen outside parameters and buffers")]
     return [Finding("state", "fail", f"{note}; {ADVICE}") for note in notes]
 
