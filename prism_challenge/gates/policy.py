@@ -173,6 +173,25 @@ class _FileChecker:
                         self.ctx_names.add(target.id)
                         changed = True
 
+    def _autograd_ctx(self, target: ast.AST, root: str) -> bool:
+        """`ctx.<name> = ...` on the first parameter of a torch.autograd.Function's
+        forward/backward: torch's per-call FunctionCtx, not the harness's. Only one public
+        attribute deep; the harness's TrainContext refuses attribute assignment at run time,
+        so handing it to such a method (`Fn.forward(ctx, x)`) changes nothing either."""
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                and target.value.id == root and not target.attr.startswith("_")):
+            return False
+        node = self.parent.get(target)
+        while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = self.parent.get(node)
+        if node is None or node.name not in _AUTOGRAD_METHODS:
+            return False
+        params = node.args.posonlyargs + node.args.args
+        cls = self.parent.get(node)
+        return (bool(params) and params[0].arg == root and _decorated(node, "staticmethod")
+                and isinstance(cls, ast.ClassDef)
+                and any(self.resolve(b) in _AUTOGRAD_BASES for b in cls.bases))
+
     # --- helpers --------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, message: str) -> None:
         self.out.append(Violation(rule, self.file, getattr(node, "lineno", 0), message))
@@ -413,7 +432,7 @@ class _FileChecker:
             what = "a computed object"
         elif root in self.imports:
             what = f"the imported '{self.imports[root]}' (a module shared with the harness)"
-        elif root in self.ctx_names:
+        elif root in self.ctx_names and not self._autograd_ctx(target, root):
             what = f"'{root}', which belongs to the harness"
         elif root in R.BUILTINS or root in ("object", "int", "float", "str", "list", "dict"):
             what = f"the builtin '{root}'"
@@ -544,6 +563,10 @@ def _class_bindings(node: ast.ClassDef) -> Iterator[tuple[ast.AST, str]]:
                 if isinstance(const, ast.Constant) and isinstance(const.value, str):
                     yield const, const.value
         stack.extend(ast.iter_child_nodes(item))
+
+
+_AUTOGRAD_METHODS = frozenset({"forward", "backward", "setup_context", "jvp", "vjp"})
+_AUTOGRAD_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 
 
 def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.miner.data import open_local_data
-from prism_challenge.miner.findings import Finding, failed, static_findings
+from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
 from prism_challenge.miner.sandbox_run import run_in_sandbox
 from prism_challenge.sandbox.backends import IsolationBackend
 from prism_challenge.sandbox.record import RunRecord
@@ -74,7 +74,7 @@ def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
         return report
     record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
     report.record, report.smoke_rows = record, record.budget.rows
-    report.findings += _run_findings(record, smoke)
+    report.findings += _run_findings(record, smoke) + state_findings(record)
     report.score = score_record(record, smoke.scoring)
     report.findings += _gate_findings(report.score)
     return report

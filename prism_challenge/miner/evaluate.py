@@ -20,7 +20,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.miner.curve import plot_learning_curve
 from prism_challenge.miner.data import open_local_data
-from prism_challenge.miner.findings import Finding, failed, static_findings
+from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
 from prism_challenge.miner.sandbox_run import replay_in_sandbox, run_in_sandbox
 from prism_challenge.registry import DEFAULT_AXES
 from prism_challenge.registry.axes import AxisReading, read_axes
@@ -90,6 +90,7 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
         check = verdict(replay, settings.verification)
     wall = time.monotonic() - t0
     axes = read_axes(DEFAULT_AXES, record.axes, dict(bundle.meta.axes))
+    findings = findings + state_findings(record)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"record": out / RECORD_FILE, "score": out / SCORE_FILE, "curve": out / CURVE_FILE}

@@ -44,5 +44,17 @@ def static_findings(bundle: Bundle) -> list[Finding]:
     return out
 
 
+def state_findings(record) -> list[Finding]:
+    """The state contract as the run saw it (`MeasuredAxes.state_outside`); nothing when
+    fewer than two scored steps ran (nothing to compare)."""
+    from prism_challenge.sandbox.harness.state_contract import ADVICE
+
+    notes = list(record.axes.state_outside) if record.axes is not None else []
+    if not notes:
+        return [] if len(record.batches) < 2 else [Finding(
+            "state", "pass", "no state seen outside parameters and buffers")]
+    return [Finding("state", "fail", f"{note}; {ADVICE}") for note in notes]
+
+
 def failed(findings: list[Finding]) -> bool:
     return any(f.status == "fail" for f in findings)

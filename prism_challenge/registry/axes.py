@@ -115,7 +115,13 @@ class AxisReading(BaseModel):
 
 
 def _first_optimizer(m: MeasuredAxes):
-    return m.optimizers[0] if m.optimizers else None
+    """The optimiser that moved most of the model's parameters (first if a record is older
+    than that count)."""
+    return max(m.optimizers, key=lambda o: o.moved) if m.optimizers else None
+
+
+# the harness's precision names (torch dtype names) -> the schema's arms
+_PRECISION_ARM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def _measured_value(name: str, m: MeasuredAxes) -> Any:
@@ -131,7 +137,7 @@ def _measured_value(name: str, m: MeasuredAxes) -> Any:
     if name == "batch_size":
         return m.batch_size
     if name == "precision":
-        return m.precision.lower()
+        return _PRECISION_ARM.get(m.precision.lower(), m.precision.lower())
     if name == "compile":
         return "true" if m.compile else "false"
     return None
@@ -218,15 +224,15 @@ DEFAULT_AXES: list[AxisSpec] = [
              source="measured", description="counted transformer/residual blocks"),
     AxisSpec(name="optimizer", kind="categorical", source="measured",
              values=["adamw", "adam", "sgd", "muon", "lion", "adafactor", "other"],
-             description="class of the first optimiser"),
+             description="class of the optimiser that moved most of the model's parameters"),
     AxisSpec(name="lr", kind="logfloat", low=1e-7, high=10.0, edges=[1e-4, 1e-3, 1e-2],
-             source="measured", description="peak learning rate of the first optimiser"),
+             source="measured", description="peak learning rate of that optimiser"),
     AxisSpec(name="batch_size", kind="int", low=1, high=1 << 20, edges=[8, 32, 128],
-             source="measured", description="rows per step"),
+             source="measured", description="rows per scored step (row-weighted median)"),
     AxisSpec(name="precision", kind="categorical", values=["fp32", "bf16", "fp16", "other"],
-             source="measured", description="autocast dtype"),
+             source="measured", description="autocast dtype of most scored forwards"),
     AxisSpec(name="compile", kind="categorical", values=["false", "true"], source="measured",
-             description="torch.compile used"),
+             description="torch.compile produced most scored forwards"),
     AxisSpec(name="norm", kind="categorical", values=["layernorm", "rmsnorm", "none", "other"],
              census={"layernorm": ["LayerNorm"], "rmsnorm": ["RMSNorm"]},
              description="normalisation layer (declared)"),

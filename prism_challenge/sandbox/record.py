@@ -61,8 +61,12 @@ class Consumed(Model):
 
 
 class OptimizerAxis(Model):
+    """One optimiser that stepped the model's own parameters (decoys are not recorded)."""
+
     cls: str
     hparams: dict[str, float | int | bool | str | None | list[float]]
+    steps: int = Field(0, ge=0)  # steps that could move a model parameter (0: older record)
+    moved: int = Field(0, ge=0)  # model parameter elements those steps could move, summed
 
 
 class MeasuredAxes(Model):
@@ -73,11 +77,13 @@ class MeasuredAxes(Model):
     state_count: int | None = Field(None, ge=0)
     layer_count: int = Field(ge=0)
     module_census: dict[str, int]
-    optimizers: list[OptimizerAxis] = []
-    batch_size: int | None = None
-    precision: str = "fp32"
-    compile: bool = False
+    optimizers: list[OptimizerAxis] = []  # most parameter elements moved first
+    batch_size: int | None = None  # rows per scored step (row-weighted median, the feeder's)
+    precision: str = "fp32"  # of the iterator that produced most scored rows
+    compile: bool = False  # most scored rows came from a compiled forward
     world_size: int = 1
+    # model state kept outside parameters and buffers, as the harness saw it change
+    state_outside: list[str] = Field([], max_length=8)
 
 
 class AuditEntry(Model):

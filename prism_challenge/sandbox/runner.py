@@ -40,6 +40,7 @@ from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
+from prism_challenge.sandbox.harness.axes import step_rows
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan
 from prism_challenge.sandbox.record import (
     BatchEntry,
@@ -357,6 +358,8 @@ class Runner:
             exit_detail = (f"stopped early at {stopped.checkpoint:.0%} of the budget: "
                            f"{feeder.state.stopped.reason}")
         axes = _axes(finish.axes if finish else None)
+        if axes is not None:  # rows per step as the feeder served them, not as asked
+            axes.batch_size = step_rows([len(b.rows) for b in batches])
         self.on_event("evaluating the final weights and the random-init twin (held out)")
         eval_result, eval_s = self._evaluate(paths, name, axes, secret, cancel)
         c = self.settings.challenge

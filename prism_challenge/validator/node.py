@@ -123,7 +123,7 @@ class ValidatorNode:
         caught_up = EvaluationWorker(self.settings, self.store, None, self.registry
                                      ).catch_up_registry()
         log.info("start-up: %d stale cgroups removed, %d submissions resumed, %d registry "
-                 "observations checked", swept, len(resumed), caught_up)
+                 "observations caught up", swept, len(resumed), caught_up)
         if self.settings.validator.update_check:
             update = check_for_update()
             (log.warning if update.behind else log.info)(update.advice)

@@ -262,24 +262,30 @@ class EvaluationWorker:
             log.exception("submission %s: registry observation failed", sid)
 
     def catch_up_registry(self) -> int:
-        """Hand every scored submission to the registry again (idempotent per submission)."""
+        """Hand the registry the scored submissions it has not observed (a crash between a
+        score and its observation); returns how many. Start-up reads ids and ledger keys,
+        then one missing submission's record at a time: never every record at once."""
         if self.registry is None:
             return 0
-        from prism_challenge.storage.tables import Score
+        from prism_challenge.storage.tables import RegistryEvent, Score
 
         with self.store.session() as s:
-            rows = s.execute(
-                select(Submission, Score).join(Score, Score.submission_id == Submission.id)
-                .order_by(Submission.accepted_at)).all()
-            items = []
-            for sub, score in rows:
-                rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sub.id)
+            observed = set(s.scalars(select(RegistryEvent.key)
+                                     .where(RegistryEvent.key.like("obs:%"))))
+            scored = s.scalars(select(Submission.id).join(Score, Score.submission_id ==
+                                                          Submission.id)
+                               .order_by(Submission.accepted_at)).all()
+        missing = [sid for sid in scored if f"obs:{sid}" not in observed]
+        for sid in missing:
+            with self.store.session() as s:
+                sub, score = s.get(Submission, sid), s.get(Score, sid)
+                rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sid)
                                 .order_by(RunRecordRow.attempt.desc())).first()
-                if rec is not None:
-                    items.append((sub.id, sub.hotkey, sub.bundle, rec.record, score.bpb,
-                                  score.eligible, sub.accepted_at,
-                                  bool((score.detail or {}).get("censored"))))
-        for sid, hotkey, wire, raw, bpb, eligible, accepted_at, censored in items:
-            self.observe(sid, hotkey, Bundle.from_wire(wire), RunRecord.model_validate(raw), bpb,
-                         eligible, accepted_at, censored=censored)
-        return len(items)
+                if rec is None:
+                    continue
+                item = (sub.hotkey, sub.bundle, rec.record, score.bpb, score.eligible,
+                        sub.accepted_at, bool((score.detail or {}).get("censored")))
+            hotkey, wire, raw, bpb, eligible, accepted_at, censored = item
+            self.observe(sid, hotkey, Bundle.from_wire(wire), RunRecord.model_validate(raw),
+                         bpb, eligible, accepted_at, censored=censored)
+        return len(missing)

@@ -66,3 +66,26 @@ def test_bad_declared_values_are_flagged_not_used():
     assert validate_declared(DEFAULT_AXES, {"position": "rope", "lr": 1e-3}) == []
     problems = validate_declared(DEFAULT_AXES, {"position": "sinusoid", "bogus": 1, "lr": 99.0})
     assert len(problems) == 3
+
+
+@pytest.mark.parametrize(("harness", "arm"), [("bfloat16", "bf16"), ("float16", "fp16"),
+                                              ("fp32", "fp32"), ("float8", "other")])
+def test_every_precision_the_harness_records_has_its_arm(harness, arm):
+    r = read_axes(DEFAULT_AXES, measured(precision=harness), {})
+    assert r.arms["precision"] == arm
+    assert r.flags == []
+
+
+def test_a_correct_bf16_declaration_is_no_contradiction():
+    ok = read_axes(DEFAULT_AXES, measured(precision="bfloat16"), {"precision": "bf16"})
+    assert ok.arms["precision"] == "bf16" and ok.flags == []
+    wrong = read_axes(DEFAULT_AXES, measured(precision="fp32"), {"precision": "bf16"})
+    assert wrong.flags == ["contradiction: precision declared 'bf16', measured 'fp32'"]
+
+
+def test_the_optimizer_axis_is_the_one_that_moved_most():
+    m = measured()
+    m["optimizers"] = [{"cls": "Muon", "hparams": {"lr": 0.5}, "steps": 1, "moved": 10},
+                       {"cls": "AdamW", "hparams": {"lr": 3e-3}, "steps": 90, "moved": 9000}]
+    r = read_axes(DEFAULT_AXES, m, {})
+    assert r.arms["optimizer"] == "adamw" and r.raw["lr"] == 3e-3

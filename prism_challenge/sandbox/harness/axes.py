@@ -1,8 +1,13 @@
 """Measured axes: what the harness observes about a submission, for the research registry.
 
-Nothing here is taken from the miner's word: the module census and counts come from the
-built model, optimiser classes and hyper-parameters from a global optimiser-step hook,
-batch size / precision / compile from the miner's `ctx.batches(...)` calls.
+Nothing here is taken from the miner's word, and nothing is recorded for what a run only
+set up: the module census and counts come from the built model; precision and compile from
+the iterator that produced each scored forward (`ForwardTally`, counted per scored row);
+rows per step from the feeder's served batches (`step_rows`); optimisers from a global
+optimiser-step hook that counts only steps able to move the model's own parameters (in a
+group with a non-zero lr, holding a parameter with a gradient), ranked by the parameter
+elements they moved. A decoy optimiser on a dummy tensor, or an iterator never drawn from,
+changes nothing.
 """
 
 from __future__ import annotations
@@ -46,12 +51,52 @@ def _plain(value):
     return None
 
 
-class OptimizerWatch:
-    """Records each optimiser's class and first-step hyper-parameters (lr: its peak)."""
+def step_rows(rows_per_step: list[int]) -> int | None:
+    """Rows per step of a run: the row-weighted median of its scored steps' sizes, so a
+    schedule of many one-row steps and a few big ones is placed where its tokens went."""
+    if not rows_per_step:
+        return None
+    ordered = sorted(rows_per_step)
+    half, acc = sum(ordered) / 2, 0
+    for rows in ordered:
+        acc += rows
+        if acc >= half:
+            return rows
+    return ordered[-1]
+
+
+class ForwardTally:
+    """Scored rows per (precision, compiled) of the iterator that produced each forward."""
 
     def __init__(self) -> None:
+        self.rows: collections.Counter = collections.Counter()
+
+    def add(self, rows: int, precision: str, compiled: bool) -> None:
+        self.rows[(precision, bool(compiled))] += rows
+
+    def axes(self) -> dict:
+        """The precision and compile that produced most scored rows (fp32 / False if none)."""
+        by_precision: collections.Counter = collections.Counter()
+        compiled = 0
+        for (precision, was_compiled), n in self.rows.items():
+            by_precision[precision] += n
+            compiled += n if was_compiled else 0
+        total = sum(by_precision.values())
+        precision = max(sorted(by_precision), key=by_precision.get) if total else "fp32"
+        return {"precision": precision, "compile": bool(total) and compiled * 2 > total}
+
+
+MAX_TRACKED = 64  # optimisers followed; the record keeps the 8 that moved most
+
+
+class OptimizerWatch:
+    """Each optimiser that stepped the model's parameters: class, hyper-parameters (lr: its
+    peak), steps taken and parameter elements moved; `optimizers()` ranks by the latter."""
+
+    def __init__(self, model=None) -> None:
         self.seen: dict[int, dict] = {}
         self._handle = None
+        self._owned = None if model is None else {id(p) for p in model.parameters()}
 
     def __enter__(self) -> OptimizerWatch:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -63,18 +108,47 @@ class OptimizerWatch:
         if self._handle is not None:
             self._handle.remove()
 
+    def _moved(self, optimizer) -> tuple[int, dict]:
+        """Elements of the model's parameters this step can move, and the largest such
+        group (its hyper-parameters describe the optimiser)."""
+        moved, main, main_n = 0, {}, -1
+        for group in optimizer.param_groups:
+            if _is_zero(group.get("lr")):
+                continue
+            n = sum(p.numel() for p in group.get("params", ())
+                    if getattr(p, "grad", None) is not None
+                    and (self._owned is None or id(p) in self._owned))
+            moved += n
+            if n > main_n:
+                main, main_n = group, n
+        return moved, main
+
     def _hook(self, optimizer, args, kwargs) -> None:
-        group = optimizer.param_groups[0] if optimizer.param_groups else {}
+        moved, group = self._moved(optimizer)
+        if not moved:
+            return
         entry = self.seen.get(id(optimizer))
         if entry is None:
-            if len(self.seen) >= 8:
+            if len(self.seen) >= MAX_TRACKED:
                 return
             hparams = {k: _plain(v) for k, v in sorted(group.items()) if k != "params"}
-            self.seen[id(optimizer)] = {"cls": type(optimizer).__name__, "hparams": hparams}
-        elif isinstance(group.get("lr"), float | int) and isinstance(entry["hparams"].get("lr"),
+            entry = self.seen[id(optimizer)] = {"cls": type(optimizer).__name__,
+                                                "hparams": hparams, "steps": 0, "moved": 0}
+        entry["steps"] += 1
+        entry["moved"] += moved
+        if isinstance(group.get("lr"), float | int) and isinstance(entry["hparams"].get("lr"),
                                                                       float):
             # `lr` is the peak over the run: a warm-up schedule starts far below its real lr.
             entry["hparams"]["lr"] = max(entry["hparams"]["lr"], float(group["lr"]))
 
     def optimizers(self) -> list[dict]:
-        return list(self.seen.values())
+        """Most parameter elements moved first (ties: first seen); at most 8."""
+        ranked = sorted(self.seen.values(), key=lambda e: -e["moved"])
+        return ranked[:8]
+
+
+def _is_zero(lr) -> bool:
+    try:
+        return float(lr) == 0.0
+    except (TypeError, ValueError, RuntimeError):
+        return False

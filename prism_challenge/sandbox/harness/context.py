@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.telemetry import Telemetry
@@ -95,7 +96,7 @@ class TrainContext:
     def __init__(self, *, model, ddp_model, device, vocab_size: int, seq_len: int,
                  separator_id: int, rank: int, world_size: int, token_budget: int,
                  max_step_rows: int, deadline: float, channel: FeederChannel,
-                 snapshot_dir: Path, observed: dict):
+                 snapshot_dir: Path, observed: dict, state_watch=None):
         self.model = ddp_model if ddp_model is not None else model
         self.device = device
         self.vocab_size = vocab_size
@@ -112,7 +113,17 @@ class TrainContext:
         self.__snapshot_dir = snapshot_dir
         self.__observed = observed
         self.__compiled = None
+        self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
+        self.__forwards = ForwardTally()  # the measured precision/compile axes
         self.__telemetry = Telemetry()
+
+    def __setattr__(self, name: str, value) -> None:
+        """Read-only to the miner: only the harness's own (name-mangled) fields change
+        after set-up, so ctx passed where a FunctionCtx is expected cannot be rewritten."""
+        if "_TrainContext__telemetry" in self.__dict__ and not name.startswith("_TrainContext__"):
+            raise ContractError(f"ctx is read-only: ctx.{name} cannot be assigned; keep your "
+                                "own values in your own objects")
+        object.__setattr__(self, name, value)
 
     def time_left(self) -> float:
         return max(0.0, self.__deadline - time.monotonic())
@@ -134,9 +145,6 @@ class TrainContext:
             raise ContractError(f"batch_size {batch_size} is over the {self.__max_rows} rows "
                                 "a step may take per rank")
         precision = _precision(autocast_dtype)
-        self.__observed.setdefault("batch_size", batch_size)
-        self.__observed["precision"] = precision
-        self.__observed["compile"] = bool(compile) or self.__observed.get("compile", False)
         forward = self.model
         if compile:
             if self.__compiled is None:
@@ -167,6 +175,8 @@ class TrainContext:
             if reply.get("probe"):
                 channel.probed(step, self.__probe(forward, inputs, targets, reply["probe"],
                                                   amp_dtype))
+            if self.__state_watch is not None:
+                self.__state_watch.before_forward(step)
             self.model.train()
             with torch.enable_grad(), torch.autocast(
                 device_type=device.type, dtype=amp_dtype, enabled=amp_dtype is not None
@@ -177,6 +187,8 @@ class TrainContext:
             loss = per_token.sum() / max(int(reply["tokens"]), 1)
             channel.record(step, per_token.detach())
             channel.step += 1
+            self.__forwards.add(n, precision, compiled)
+            self.__observed.update(self.__forwards.axes())
             yield Batch(inputs, targets, loss)
 
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:

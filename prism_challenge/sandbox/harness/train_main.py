@@ -52,6 +52,7 @@ def main() -> int:
         count_state,
         load_module,
     )
+    from prism_challenge.sandbox.harness.state_contract import StateWatch
 
     channel = FeederChannel(_env("PRISM_SOCKET"), rank)
     # What this process sees of CUDA, reported before any of the miner's code is imported:
@@ -67,6 +68,7 @@ def main() -> int:
     observed: dict = {"world_size": world_size}
     model = ctx = None
     watch = axes.OptimizerWatch()
+    state_watch = None
     try:
         architecture = load_module(submission / "architecture.py", "architecture")
         model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
@@ -92,6 +94,7 @@ def main() -> int:
         train = getattr(training, "train", None)
         if not callable(train):
             raise ContractError("training.py must define train(ctx)")
+        state_watch = StateWatch(model, architecture)  # the state contract, told in the record
         ready = channel.request("ready", {"param_count": observed["param_count"]})
         ctx = TrainContext(
             model=model, ddp_model=ddp, device=device, vocab_size=vocab, seq_len=seq_len,
@@ -100,7 +103,9 @@ def main() -> int:
             max_step_rows=int(challenge["max_step_rows"]),
             deadline=time.monotonic() + float(ready["deadline_s"]), channel=channel,
             snapshot_dir=snapshot_dir, observed=observed,
+            state_watch=state_watch,
         )
+        watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
         with watch:
             train(ctx)
     except ContractError as exc:
@@ -108,6 +113,8 @@ def main() -> int:
     except Exception as exc:  # the miner's code failed; the run is still recorded
         status = {"status": "crash", "detail": _summary(exc)}
     observed["optimizers"] = watch.optimizers()
+    if state_watch is not None and state_watch.notes:
+        observed["state_outside"] = state_watch.notes
     if model is not None and rank == 0:
         state = {k: v.detach().to("cpu")
                  for k, v in torch.nn.Module.state_dict(model).items()}
