@@ -99,10 +99,13 @@ def main() -> int:
         )
         with watch:
             train(ctx)
+        ctx.close()
     except ContractError as exc:
         status = {"status": "contract", "detail": str(exc)}
     except Exception as exc:  # the miner's code failed; the run is still recorded
         status = {"status": "crash", "detail": _summary(exc)}
+    if channel.broken:  # a contract break the miner's code caught and went on from
+        status = {"status": "contract", "detail": channel.broken}
     observed["optimizers"] = watch.optimizers()
     if model is not None and rank == 0:
         state = {k: v.detach().to("cpu")
