@@ -43,6 +43,7 @@ class FeederChannel:
         self.rank = rank
         self.step = 0
         self._pending: tuple[int, object] | None = None  # (step, per-position losses)
+        self.broken: str | None = None  # a contract break found by ctx; sticks for the run
 
     def request(self, op: str, info: dict) -> dict:
         protocol.send(self.sock, {"op": op, "rank": self.rank, **info})
@@ -115,6 +116,7 @@ class TrainContext:
         self.__compiled = None
         self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
         self.__forwards = ForwardTally()  # the measured precision/compile axes
+        self.__edited = None  # (step, device bool): did that step's forward edit its input?
         self.__telemetry = Telemetry()
 
     def __setattr__(self, name: str, value) -> None:
@@ -163,13 +165,17 @@ class TrainContext:
         while True:
             reply, payload = channel.next_rows(batch_size)
             if reply.get("done"):
+                self.__check_inputs()
                 return
             n = reply["rows"]
             step = channel.step
             rows = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T + 1)
                                     .astype(np.int64))
             rows = rows.to(device, non_blocking=True)
-            inputs, targets = rows[:, :-1], rows[:, 1:]
+            self.__check_inputs()
+            # the scored targets stay in `rows`, which the model never sees: it gets its
+            # own copy of the inputs, so nothing it writes can change what is scored
+            inputs, targets = rows[:, :-1].clone(), rows[:, 1:]
             if reply.get("snapshot"):
                 self.__snapshot(step, precision, compiled)
             if reply.get("probe"):
@@ -186,10 +192,29 @@ class TrainContext:
             per_token = token_nats(logits, targets, self.__sep)
             loss = per_token.sum() / max(int(reply["tokens"]), 1)
             channel.record(step, per_token.detach())
+            # read one step late (no device sync per step), see __check_inputs
+            self.__edited = (step, (inputs != rows[:, :-1]).any())
             channel.step += 1
             self.__forwards.add(n, precision, compiled)
             self.__observed.update(self.__forwards.axes())
-            yield Batch(inputs, targets, loss)
+            yield Batch(inputs, targets.clone(), loss)
+
+    def __check_inputs(self) -> None:
+        """A forward that wrote into its input_ids breaks the contract. It gained nothing
+        (the targets were a private copy), but the miner should hear it plainly; the error
+        sticks to the channel so catching it inside `train` does not hide it."""
+        edited, self.__edited = self.__edited, None
+        if edited is not None and bool(edited[1]):
+            self.__channel.broken = (
+                f"the model changed its input_ids in place during the forward of step "
+                f"{edited[0]}; the harness scores its own copy of the targets, so edit a "
+                f"copy instead (input_ids = input_ids.clone())")
+        if self.__channel.broken:
+            raise ContractError(self.__channel.broken)
+
+    def close(self) -> None:
+        """Called by the harness after `train` returns: the last step's input check."""
+        self.__check_inputs()
 
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:
         """Losses at the asked positions, predicted from inputs cut right after each one

@@ -108,10 +108,13 @@ def main() -> int:
         watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
         with watch:
             train(ctx)
+        ctx.close()
     except ContractError as exc:
         status = {"status": "contract", "detail": str(exc)}
     except Exception as exc:  # the miner's code failed; the run is still recorded
         status = {"status": "crash", "detail": _summary(exc)}
+    if channel.broken:  # a contract break the miner's code caught and went on from
+        status = {"status": "contract", "detail": channel.broken}
     observed["optimizers"] = watch.optimizers()
     if state_watch is not None and state_watch.notes:
         observed["state_outside"] = state_watch.notes
