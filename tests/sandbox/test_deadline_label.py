@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sandbox_kit import bundle, digest_of, tiny_settings
 
+from prism_challenge.miner.curve import plot_learning_curve
 from prism_challenge.scoring import score_record
 
 
@@ -19,3 +20,5 @@ def test_a_run_cut_by_the_deadline_is_labelled_end_to_end(make_runner, tmp_path)
     assert score.unconsumed_tokens == record.budget.scored_tokens - record.consumed.scored_tokens
     assert score.notes[0].endswith("(exit: deadline)")
     assert score.eligible, score.reasons  # a deadline charges the rest; it is not a gate
+    png = plot_learning_curve(record, score, tmp_path / "curve.png", "slow")  # budget-end mark
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
