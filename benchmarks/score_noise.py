@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import sys
 import tempfile
 import time
@@ -42,6 +43,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--steps", type=int, default=144, help="budget steps of 16 rows")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="bundle names to run (default: every honest bundle)")
     args = ap.parse_args()
     if args.smoke:
         args.rounds, args.draws, args.seq_len, args.steps = 3, 2, 32, 12
@@ -55,10 +58,12 @@ def main() -> None:
     from prism_challenge.scoring import score_record
 
     work = Path(tempfile.mkdtemp(prefix="prism-score-noise-"))
-    source = write_jsonl(work / "docs.jsonl", english_like_documents(850, seed=0))
+    budget = args.seq_len * 16 * args.steps
+    docs = max(850, math.ceil(850 * 1.6 * budget / 150_000))  # 850 docs: ~150k train tokens
+    source = write_jsonl(work / "docs.jsonl", english_like_documents(docs, seed=0))
     prepare_data(small_spec([source]), work / "data")
     settings = Settings(
-        challenge={"seq_len": args.seq_len, "token_budget": args.seq_len * 16 * args.steps,
+        challenge={"seq_len": args.seq_len, "token_budget": budget,
                    "deadline_s": 3600.0},
         sandbox={"cpu_threads": 1, "startup_grace_s": 120.0, "eval_time_s": 900.0},
         scoring={"heldout_positions": 384, "heldout_twin_positions": 96,
@@ -66,6 +71,8 @@ def main() -> None:
     runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
     master = hashlib.sha256(b"score_noise benchmark master").digest()
     bundles = [ROOT / "examples" / "baseline"] if args.smoke else BUNDLES
+    if args.only:
+        bundles = [b for b in bundles if b.name in args.only]
     baseline_bpbs: list[float] = []
     penalised: list[str] = []
     for path in bundles:
