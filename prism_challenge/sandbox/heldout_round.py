@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import secrets
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -64,3 +68,42 @@ def reveal(label: str, secret_hex: str, commit: str) -> HeldOutRound:
 
 LOCAL_ROUND = HeldOutRound(
     "local-0", hashlib.sha256(b"prism local held-out round 0 (public: prism eval)").digest())
+
+
+class RoundClock:
+    """A validator's rounds: round k covers [k * round_s, (k + 1) * round_s) of Unix time.
+
+    The master secret lives in one file (created once, mode 0600) beside the validator's run
+    directory, so a restart keeps its rounds. Only a round that has ended may be revealed."""
+
+    def __init__(self, master: bytes, round_s: float) -> None:
+        if round_s <= 0:
+            raise ValueError(f"a held-out round lasts > 0 s, got {round_s}")
+        self.master, self.round_s = master, round_s
+
+    @classmethod
+    def open(cls, path: Path, round_s: float) -> RoundClock:
+        """The clock over the master secret in `path`, creating it if it does not exist."""
+        path = Path(path)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+        master = path.read_bytes()
+        if len(master) != 32:
+            raise ValueError(f"{path} holds {len(master)} bytes, not a 32-byte held-out master "
+                             "secret; restore it from a backup (or delete it to start anew)")
+        return cls(master, round_s)
+
+    def index(self, now: float | None = None) -> int:
+        return int((time.time() if now is None else now) // self.round_s)
+
+    def current(self, now: float | None = None) -> HeldOutRound:
+        return round_of(self.master, self.index(now))
+
+    def revealed(self, index: int, now: float | None = None) -> HeldOutRound:
+        """Round `index`'s secret, once it is over; ValueError while it is still running."""
+        if index >= self.index(now):
+            raise ValueError(f"round {index} has not ended; its secret is revealed after it")
+        return round_of(self.master, index)

@@ -9,7 +9,7 @@ import pytest
 from sandbox_kit import bundle, digest_of
 
 from prism_challenge.sandbox.heldout import heldout_plan, ratio_se
-from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, reveal, round_of
+from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, RoundClock, reveal, round_of
 
 
 def _plan(runner, rnd):
@@ -56,3 +56,17 @@ def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tmp_path):
     assert learner.eval.val_tokens == honest.eval.val_tokens > 0
     assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
     assert learner.eval.val_bpb_twin == honest.eval.val_bpb_twin
+
+
+def test_a_validators_rounds_keep_their_secret_and_reveal_only_ended_rounds(tmp_path):
+    key = tmp_path / "state" / "heldout-master.key"
+    clock = RoundClock.open(key, 100.0)
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert RoundClock.open(key, 100.0).current(250.0) == clock.current(299.0)  # one round
+    assert clock.current(250.0).label == "round-2" and clock.current(300.0).label == "round-3"
+    assert clock.revealed(2, now=300.0).commit == clock.current(250.0).commit
+    with pytest.raises(ValueError, match="has not ended"):
+        clock.revealed(3, now=300.0)
+    key.write_bytes(b"short")
+    with pytest.raises(ValueError, match="not a 32-byte held-out master secret"):
+        RoundClock.open(key, 100.0)
