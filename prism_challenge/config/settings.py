@@ -175,6 +175,11 @@ class ScoringSettings(Section):
     tail_fraction: float = Field(0.1, gt=0, le=1)
     gap_penalty_start: float = Field(0.15, ge=0)
     gap_zero: float = Field(0.5, ge=0)
+    # the gap is judged at its lower bound gap - gap_z * SE (SE of the held-out bpb), so
+    # sampling noise of the held-out plan never becomes penalty
+    gap_z: float = Field(2.0, ge=0)
+    # a validator's held-out round: every run in it is measured on the same plan
+    heldout_round_s: float = Field(86400.0, gt=0)
     step0_max_drop: float = Field(0.05, ge=0, lt=1)
     probe_abs_tol: float = Field(1e-4, gt=0)
     curve_windows: int = Field(10, ge=1, le=1000)

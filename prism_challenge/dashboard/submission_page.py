@@ -19,8 +19,8 @@ from prism_challenge.dashboard.records import RunDigest
 from prism_challenge.dashboard.svg import HLine, Series, line_chart
 
 # Score detail fields worth a row, in reading order (the rest stay in /v1 JSON).
-SCORE_FIELDS = ("prequential_bpb", "tail_bpb", "uniform_bpb", "gap", "penalty",
-                "unconsumed_tokens", "exit_reason")
+SCORE_FIELDS = ("prequential_bpb", "tail_bpb", "uniform_bpb", "heldout_bpb", "heldout_se",
+                "gap", "gap_bound", "penalty", "unconsumed_tokens", "exit_reason")
 
 
 def _value(value: object) -> str:

@@ -75,6 +75,7 @@ def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
     record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
     report.record, report.smoke_rows = record, record.budget.rows
     report.findings += _run_findings(record, smoke) + state_findings(record)
+    report.findings += pace_findings(record, settings)
     report.score = score_record(record, smoke.scoring)
     report.findings += _gate_findings(report.score)
     return report
@@ -105,6 +106,30 @@ def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
         out.append(Finding("learning", "info",
                            f"batch bpb {curve[0]:.3f} -> {curve[-1]:.3f}: {trend}"))
     return out
+
+
+def pace_findings(record: RunRecord, settings: Settings) -> list[Finding]:
+    """Will the full token budget fit in `deadline_s` on this machine, at the smoke run's pace?
+
+    The smoke run's tokens per second of training (startup excluded) projected over the
+    configured budget. Its first steps carry one-off costs (allocation, warm-up), so the
+    projection leans slow: a warning is a reason to measure a longer run, not a verdict."""
+    c = settings.challenge
+    tokens = record.consumed.scored_tokens
+    if tokens <= 0 or record.train_s <= 0:
+        return []
+    rate = tokens / record.train_s
+    need = c.token_budget / rate
+    text = (f"smoke run: {tokens:,} tokens in {record.train_s:.1f} s ({rate:,.0f} tokens/s); "
+            f"the budget of {c.token_budget:,} tokens would take about {need:,.0f} s")
+    if need <= c.deadline_s:
+        return [Finding("deadline", "info", f"{text}, within deadline_s {c.deadline_s:g} s")]
+    share = c.deadline_s * rate / c.token_budget
+    return [Finding("deadline", "info",
+                    f"WARNING {text}, over deadline_s {c.deadline_s:g} s: on this machine the "
+                    f"deadline would cut the run at about {share:.0%} of the budget and charge "
+                    "the rest at log2 V bits per token; make a step cheaper or check on the "
+                    "validators' hardware class")]
 
 
 def _gate_findings(score: ScoreResult) -> list[Finding]:

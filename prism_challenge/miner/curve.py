@@ -49,8 +49,13 @@ def plot_learning_curve(record: RunRecord, score: ScoreResult, path: Path, title
     ax.axhline(score.uniform_bpb, color="C3", ls=":", label=f"uniform {score.uniform_bpb:.3f}")
     ev = record.eval
     if ev is not None and ev.val_bpb_trained is not None:
+        se = f" ± {ev.val_bpb_trained_se:.3f}" if ev.val_bpb_trained_se is not None else ""
         ax.axhline(ev.val_bpb_trained, color="C2", ls="--",
-                   label=f"held-out, trained {ev.val_bpb_trained:.3f}")
+                   label=f"held-out, trained {ev.val_bpb_trained:.3f}{se}")
+    if record.consumed.rows < record.budget.rows:  # cut short: mark where the budget ends
+        ax.axvline(record.budget.rows * record.seq_len, color="C1", ls="-.",
+                   label=f"budget end (run stopped: {record.exit_reason}, "
+                         f"{score.unconsumed_tokens:,} tokens charged)")
     if score.prequential_bpb is not None:
         ax.axhline(score.prequential_bpb, color="C0", ls="--",
                    label=f"prequential {score.prequential_bpb:.3f}")

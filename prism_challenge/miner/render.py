@@ -30,6 +30,11 @@ def _f(x: float | None, fmt: str = ".4f") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+def _pm(x: float | None, se: float | None) -> str:
+    """'2.8443 ± 0.0123' (the standard error), or the bare figure without one."""
+    return _f(x) + (f" ± {se:.4f}" if x is not None and se is not None else "")
+
+
 def print_eval(console: Console, report: EvalReport) -> None:
     rec, s = report.record, report.score
     name = report.bundle.meta.name or "bundle"
@@ -47,10 +52,17 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("uniform bpb (knows nothing)", _f(s.uniform_bpb))
     score.add_row("prequential / uniform", _f(ratio, ".3f"))
     score.add_row("tail bpb (last part of the stream)", _f(s.tail_bpb))
-    score.add_row("held-out bpb, trained", _f(ev.val_bpb_trained if ev else None))
-    score.add_row("held-out bpb, random-init twin", _f(ev.val_bpb_twin if ev else None))
+    score.add_row("held-out bpb, trained", _pm(ev.val_bpb_trained if ev else None,
+                                                ev.val_bpb_trained_se if ev else None))
+    score.add_row("held-out bpb, random-init twin", _pm(ev.val_bpb_twin if ev else None,
+                                                         ev.val_bpb_twin_se if ev else None))
+    score.add_row("held-out round (plan secret's sha256)",
+                  f"{ev.heldout_round} {ev.heldout_commit[:16]}…" if ev and ev.heldout_commit
+                  else "n/a")
     score.add_row("held-out delta (twin - trained)", _f(s.heldout_delta))
-    score.add_row("gap (held-out trained - best stream window)", _f(s.gap))
+    score.add_row("gap (held-out trained - best stream window)",
+                  _f(s.gap) + (f", judged at its bound {s.gap_bound:.4f}"
+                               if s.gap_bound is not None and s.heldout_se else ""))
     score.add_row("gap penalty", f"{s.penalty:.1%}")
     score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
     score.add_row("tokens consumed / budget",
@@ -72,13 +84,16 @@ def print_eval(console: Console, report: EvalReport) -> None:
                   f"wall {report.wall_s:.1f} s", highlight=False)
     for what, path in report.files.items():
         console.print(f"wrote {what}: {path}", highlight=False, markup=False)
+    cut = (f" (cut by the {rec.exit_reason} limit: {s.unconsumed_tokens:,} unconsumed tokens "
+           "charged)" if rec.exit_reason in ("deadline", "memory", "disk", "pids") else "")
     if report.eligible:
         verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
-                   f"{s.bpb:.4f} bpb, and its replay verifies it")
+                   f"{s.bpb:.4f} bpb, and its replay verifies it{cut}")
     elif s.eligible:
         verdict = "[bold red]NOT ELIGIBLE[/]: the replay does not verify the run (see above)"
     else:
         verdict = "[bold red]NOT ELIGIBLE[/]: see the gates"
+    verdict += cut if not report.eligible else ""
     console.print(verdict)
 
 

@@ -120,6 +120,7 @@ class FeederState:
     next_position: int = 0
     ready_at: float | None = None
     deadline_at: float | None = None
+    deadline_cut_row: int | None = None  # the budget row the deadline stopped serving at
     problems: list[str] = field(default_factory=list)
     claimed: set[int] = field(default_factory=set)
     infra_error: str | None = None  # the feeder itself failed: not the miner's fault
@@ -392,6 +393,8 @@ class Feeder:
                 st.diverged = (f"step {step}: the replay took {per_rank} rows per rank, the "
                                f"original run {'none' if original is None else original[0]}")
                 return _Step(rows, 0, st.next_position, True)
+        if late and per_rank >= 1 and st.deadline_cut_row is None:
+            st.deadline_cut_row = st.next_position
         if late or per_rank < 1 or self._hopeless():
             return _Step(rows, 0, st.next_position, True)
         alloc = _Step(rows, per_rank, st.next_position, False)

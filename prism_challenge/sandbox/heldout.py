@@ -75,3 +75,34 @@ def heldout_plan(val, seq_len: int, positions: int, cuts_per_row: int,
     if not keep.any():
         raise ValueError("the val split has no row with enough scored tokens")
     return HeldOutPlan(rows[keep], pos[keep])
+
+
+def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
+    """Nats per plan row (summed over its cuts), from one model's answers to `plan.tasks`.
+
+    Tasks go out cut index by cut index, rows in order within a cut, and the server answers
+    them in the order served; so the answers of cut j, concatenated, are rows 0..n-1."""
+    out = np.zeros(len(plan.rows), dtype=np.float64)
+    by_cut: dict[int, list[np.ndarray]] = {}
+    for a in answers:
+        by_cut.setdefault(int(a.task.tag[1]), []).append(np.asarray(a.nats, dtype=np.float64))
+    for j, parts in by_cut.items():
+        got = np.concatenate(parts)
+        if got.size != out.size:
+            raise ValueError(f"cut {j} has {got.size} answers for {out.size} rows")
+        out += got
+    return out
+
+
+def ratio_se(bits: np.ndarray, nbytes: np.ndarray) -> float | None:
+    """Standard error of sum(bits) / sum(bytes) over independent rows (the delta method).
+
+    A row's cuts share its text, so rows, not positions, are the independent units; with
+    fewer than two rows there is no estimate (None)."""
+    n = len(bits)
+    total = float(nbytes.sum())
+    if n < 2 or total <= 0:
+        return None
+    ratio = float(bits.sum()) / total
+    resid = bits - ratio * nbytes
+    return math.sqrt(n / (n - 1) * float(np.sum(resid * resid))) / total

@@ -110,6 +110,12 @@ class EvalResult(Model):
     val_bpb_trained: float | None = None
     val_bpb_twin: float | None = None  # capped at the know-nothing bpb
     val_tokens: int = 0  # held-out positions scored
+    # standard errors of the held-out bpbs, from the per-row losses (rows are the clusters)
+    val_bpb_trained_se: float | None = None
+    val_bpb_twin_se: float | None = None
+    # the round whose secret drew the plan, and sha256 of that secret (published beforehand)
+    heldout_round: str = ""
+    heldout_commit: str = ""
     val_bytes: int = 0
     # the random-init twin's target-absent loss per token: the first batch's reference
     twin_step0_nats_per_token: float | None = None

@@ -41,7 +41,8 @@ from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.harness.axes import step_rows
-from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan
+from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
+from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, HeldOutRound
 from prism_challenge.sandbox.record import (
     BatchEntry,
     Budget,
@@ -332,12 +333,14 @@ class Runner:
     # ---- one run --------------------------------------------------------------------------
     def run(self, files: Mapping[str, bytes], digest: str, run_dir: Path,
             *, cancel: threading.Event | None = None,
-            early_stop: EarlyStopPlan | None = None) -> RunRecord:
+            early_stop: EarlyStopPlan | None = None,
+            heldout_round: HeldOutRound = LOCAL_ROUND) -> RunRecord:
         """Re-execute one bundle; raises `Cancelled` when `cancel` is set meanwhile.
 
         With `early_stop` (fixed by the validator before the run), the feeder stops serving
         at a checkpoint where the run can no longer take the lead; the record says so. A plan
-        made for another budget is refused (ValueError) before anything runs."""
+        made for another budget is refused (ValueError) before anything runs. The held-out
+        positions are `heldout_round`'s plan: the same for every run of the round."""
         if early_stop is not None and not early_stop.fits(self.budget_rows, self.budget.bytes):
             raise ValueError(f"an early-stop plan for {int(early_stop.leader.edges[-1])} rows "
                              f"and {early_stop.budget_bytes} bytes does not fit this runner's "
@@ -361,7 +364,7 @@ class Runner:
         if axes is not None:  # rows per step as the feeder served them, not as asked
             axes.batch_size = step_rows([len(b.rows) for b in batches])
         self.on_event("evaluating the final weights and the random-init twin (held out)")
-        eval_result, eval_s = self._evaluate(paths, name, axes, secret, cancel)
+        eval_result, eval_s = self._evaluate(paths, name, axes, secret, heldout_round, cancel)
         c = self.settings.challenge
         consumed = Consumed(rows=sum(len(b.rows) for b in batches),
                             scored_tokens=sum(b.tokens for b in batches),
@@ -370,6 +373,8 @@ class Runner:
         ready = feeder.state.ready_at
         startup = (ready - feeder.t0) if ready else train_result.wall_s
         limits_hit = list(train_result.limits_hit) + list(feeder.state.problems[:5])
+        if exit_reason == "deadline" and "deadline_s" not in limits_hit:
+            limits_hit.insert(0, "deadline_s")
         return RunRecord(
             digest=digest, corpus=self.train.manifest.corpus,
             manifest_sha256=self.train.manifest.sha256, vocab_size=self.vocab_size,
@@ -386,11 +391,16 @@ class Runner:
         )
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
-                  secret: bytes, cancel: threading.Event) -> tuple[EvalResult, float]:
-        """Held-out bpb of the trained model and its twin, target-absent; causality screen."""
+                  secret: bytes, heldout_round: HeldOutRound, cancel: threading.Event
+                  ) -> tuple[EvalResult, float]:
+        """Held-out bpb of the trained model and its twin, target-absent; causality screen.
+
+        The held-out plan is the round's (a function of its secret and the data version); the
+        causality probe is the run's own draw."""
         sc, T = self.settings.scoring, self.seq_len
+        plan = heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row,
+                            heldout_round.rng(self.val.manifest.sha256, T))
         rng = np.random.default_rng(int.from_bytes(secret[8:16], "big"))
-        plan = heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row, rng)
         twin_plan = plan.first(sc.heldout_twin_positions)
         probe_rows = self.val.rows_at(T, np.arange(1, self.val.n_rows(T), 2)[:MAX_PROBE_ROWS])
         positions = sorted(int(p) for p in rng.choice(T - 1, size=min(PROBE_POSITIONS, T - 1),
@@ -411,7 +421,22 @@ class Runner:
         answers = server.answers
         ev = self._eval_result(plan, twin_plan, answers, trained, result, server.problems,
                                positions)
+        ev = ev.model_copy(update={"heldout_round": heldout_round.label,
+                                   "heldout_commit": heldout_round.commit})
         return ev, result.wall_s
+
+    def evaluate_weights(self, files: Mapping[str, bytes], weights: Path, run_dir: Path,
+                         heldout_round: HeldOutRound, precision: str = "fp32") -> EvalResult:
+        """The held-out evaluation alone, of saved final weights, under `heldout_round`: what
+        another round's plan would have measured (benchmarks/score_noise.py)."""
+        paths = RunPaths(Path(run_dir))
+        paths.create(files)
+        (paths.scratch / "out").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(weights, paths.scratch / "out" / "final.pt")
+        axes = MeasuredAxes.model_construct(precision=precision)
+        ev, _ = self._evaluate(paths, "prism-reeval", axes, secrets.token_bytes(32),
+                               heldout_round, threading.Event())
+        return ev
 
     def _eval_result(self, plan: HeldOutPlan, twin_plan: HeldOutPlan, answers: list[Answer],
                      trained: bool, result: SandboxResult, problems: list[str],
@@ -419,14 +444,17 @@ class Runner:
         sc = self.settings.scoring
         log2v = math.log2(self.vocab_size)
 
-        def held(model: str, p: HeldOutPlan) -> tuple[float | None, float | None, int, int]:
+        def held(model: str, p: HeldOutPlan) -> tuple[float | None, float | None, int, int,
+                                                      float | None]:
             got = [a for a in answers if a.task.kind == "logits" and a.task.model == model]
             n = sum(len(a.nats) for a in got)
-            nbytes = int(self.val.byte_lengths[p.targets()].sum())
+            row_bytes = self.val.byte_lengths[p.targets()].sum(axis=1)
+            nbytes = int(row_bytes.sum())
             if n != p.count or nbytes == 0:
-                return None, None, n, nbytes
+                return None, None, n, nbytes, None
             nats = math.fsum(float(x) for a in got for x in a.nats)
-            return nats / LN2 / nbytes, nats / n, n, nbytes
+            return (nats / LN2 / nbytes, nats / n, n, nbytes,
+                    ratio_se(row_nats(p, got) / LN2, row_bytes))
 
         def probe(model: str) -> ProbeResult | None:
             for a in answers:
@@ -437,8 +465,9 @@ class Runner:
                                        positions=positions)
             return None
 
-        val_bpb, _, n, nbytes = held("trained", plan) if trained else (None, None, 0, 0)
-        twin_bpb, twin_nats, _, twin_bytes = held("twin", twin_plan)
+        val_bpb, _, n, nbytes, val_se = (held("trained", plan) if trained
+                                         else (None, None, 0, 0, None))
+        twin_bpb, twin_nats, _, twin_bytes, twin_se = held("twin", twin_plan)
         if twin_bpb is not None:  # a twin worse than knowing nothing cannot widen the delta
             twin_bpb = min(twin_bpb, log2v * twin_plan.count / twin_bytes)
         exit_reason = "ok" if result.cause == "ok" else CAUSE_TO_EXIT.get(result.cause, "crash")
@@ -450,6 +479,7 @@ class Runner:
             detail = (detail + " no final weights were saved by the training run").strip()
         return EvalResult(
             val_bpb_trained=val_bpb, val_bpb_twin=twin_bpb, val_tokens=n, val_bytes=nbytes,
+            val_bpb_trained_se=val_se, val_bpb_twin_se=twin_se,
             twin_step0_nats_per_token=twin_nats,
             uniform_nats_per_token=math.log(self.vocab_size),
             probe_trained=probe("trained"), probe_twin=probe("twin"),
@@ -577,4 +607,8 @@ def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) ->
         return "crash", tail
     if feeder.state.next_position >= feeder.plan.budget_rows:
         return "ok", ""
+    cut = feeder.state.deadline_cut_row
+    if cut is not None:
+        return "deadline", (f"deadline_s {feeder.plan.deadline_s:g} s ran out at budget row "
+                            f"{cut:,} of {feeder.plan.budget_rows:,}; the rest is charged")
     return "ok", "train() returned before the token budget was consumed"

@@ -48,6 +48,12 @@ class Entry(_Frozen):
     # contender replay: "none" (not asked), "queued", "running", "passed", "failed"
     verification: str = "none"
     censored: bool = False  # stopped early: `bpb` is the bound it was stopped on
+    # the held-out bpb ± its standard error and the gap's bound gap - z * SE (shown, from
+    # the stored score; None for scores recorded without them)
+    heldout_bpb: float | None = None
+    heldout_se: float | None = None
+    gap: float | None = None
+    gap_bound: float | None = None
 
     @property
     def verified(self) -> bool:

@@ -42,8 +42,12 @@ def load_entries(session: Session) -> list[Entry]:
             scored_at=score.created_at,
             verification="none" if check is None else check.status,
             censored=bool((score.detail or {}).get("censored")),
+            **{k: (score.detail or {}).get(k) for k in UNCERTAINTY},
         ))
     return entries
+
+
+UNCERTAINTY = ("heldout_bpb", "heldout_se", "gap", "gap_bound")  # shown with every entry
 
 
 def load_leaderboard(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter
 
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.params import CorpusQuery
+from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 
 
@@ -22,5 +25,24 @@ def build(deps: ApiDeps) -> APIRouter:
                                      now=deps.clock()).entries
         return build_leaderboard(entries, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
                                  corpus=corpus)
+
+    @router.get("/heldout-round")
+    def heldout_round() -> dict:
+        """The running round's commit (sha256 of its secret) and the last round's revealed
+        secret: anyone can check the reveal against the commit shown before and recompute
+        the plan (sandbox/heldout_round.py)."""
+        sc = deps.settings.scoring
+        clock = RoundClock.open(Path(deps.settings.validator.work_dir).parent
+                                / "heldout-master.key", sc.heldout_round_s)
+        now = deps.clock()
+        k = clock.index(now)
+        current = clock.current(now)
+        out: dict = {"round": current.label, "commit": current.commit,
+                     "ends_at": (k + 1) * sc.heldout_round_s, "previous": None}
+        if k > 0:
+            prev = clock.revealed(k - 1, now)
+            out["previous"] = {"round": prev.label, "commit": prev.commit,
+                               "secret": prev.secret.hex()}
+        return out
 
     return router

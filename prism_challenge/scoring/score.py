@@ -31,6 +31,11 @@ class ScoreResult(BaseModel):
     tail_bpb: float | None
     heldout_delta: float | None
     gap: float | None
+    # the held-out bpb ± its standard error, and the gap's lower bound gap - z * SE: the
+    # figure the penalty and the gap gate judge (equal to `gap` when no SE was measured)
+    heldout_bpb: float | None = None
+    heldout_se: float | None = None
+    gap_bound: float | None = None
     penalty: float  # fraction of the way to uniform_bpb, in [0, 1]
     eligible: bool
     reasons: list[str]
@@ -59,6 +64,13 @@ def _gap_reason(gap: float, tail: float | None, held: float | None,
     return f"{head}: the model read its targets, or the record was tampered with"
 
 
+def _gap_text(gap: float, se: float | None, z: float) -> str:
+    """'0.3000' or '0.3000 (at least 0.2400 at 2 SE)' when the held-out SE is known."""
+    if not se:
+        return f"{gap:.4f}"
+    return f"{gap:.4f} (at least {gap - z * se:.4f} at {z:g} SE)"
+
+
 def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
     """Score a run record; raises `ScoringError` for a record that is not scorable at all."""
     if record.exit_reason == "infra":
@@ -69,7 +81,9 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
     uniform = measures.uniform_bpb(record)
     gap = _finite(measures.memorisation_gap(record, settings.curve_windows,
                                             settings.curve_window_tokens))
-    fraction = penalty_fraction(gap, settings.gap_penalty_start, settings.gap_zero)
+    held_se = _finite(record.eval.val_bpb_trained_se) if record.eval else None
+    bound = None if gap is None else gap - settings.gap_z * (held_se or 0.0)
+    fraction = penalty_fraction(bound, settings.gap_penalty_start, settings.gap_zero)
     reasons = gate_reasons(record, settings)
     notes = []
     unconsumed = measures.unconsumed_tokens(record)
@@ -80,12 +94,12 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         )
     tail = _finite(measures.tail_bpb(record, settings.tail_fraction))
     held = record.eval.val_bpb_trained if record.eval else None
-    if gap is not None and gap >= settings.gap_zero:
+    if bound is not None and bound >= settings.gap_zero:
         reasons.append(_gap_reason(gap, tail, held, settings))
     elif fraction > 0:
         notes.append(
-            f"gap {gap:.4f} > {settings.gap_penalty_start:g}: bpb moved {fraction:.1%} of the "
-            "way to the know-nothing score"
+            f"gap {_gap_text(gap, held_se, settings.gap_z)} > {settings.gap_penalty_start:g}: "
+            f"bpb moved {fraction:.1%} of the way to the know-nothing score"
         )
     if tail is not None and held is not None and tail - held > settings.gap_zero:
         notes.append(
@@ -108,6 +122,9 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         tail_bpb=tail,
         heldout_delta=_finite(measures.heldout_delta(record)),
         gap=gap,
+        heldout_bpb=_finite(held),
+        heldout_se=held_se,
+        gap_bound=bound,
         penalty=fraction,
         eligible=not reasons,
         reasons=reasons,

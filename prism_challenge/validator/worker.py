@@ -27,6 +27,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.early_stop import EarlyStopPlan
+from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
@@ -54,6 +55,8 @@ class EvaluationWorker:
         self.registry = registry
         self.cancel = cancel or threading.Event()
         self.work_dir = Path(settings.validator.work_dir)
+        self.rounds = RoundClock.open(self.work_dir.parent / "heldout-master.key",
+                                      settings.scoring.heldout_round_s)
         self.slot = slot
         self.rotation = rotation if slot is not None else None
         self.capacity = capacity  # the slots a cluster has now (validator.executor: ray)
@@ -166,7 +169,8 @@ class EvaluationWorker:
             early_stop = self._early_stop_plan(sid)
             with self._lease():
                 record = self.runner.run(bundle.files, bundle.digest, run_dir,
-                                         cancel=self.cancel, early_stop=early_stop)
+                                         cancel=self.cancel, early_stop=early_stop,
+                                         heldout_round=self.rounds.current())
                 record = self._blame_host(record, started)
         except Cancelled:
             with self.store.session() as s:  # the validator's interruption: no attempt spent

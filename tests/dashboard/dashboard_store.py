@@ -102,7 +102,8 @@ def score(store: Store, sid: int, bpb: float, *, corpus: str = "demo", reasons=(
     (`censored`: the run was stopped early, `bpb` is its bound, it is never replayed)."""
     result = ScoreResult(
         bpb=bpb, prequential_bpb=bpb, uniform_bpb=8.0, tail_bpb=bpb, heldout_delta=heldout,
-        gap=0.01, penalty=0.0, eligible=not reasons, reasons=list(reasons), notes=[],
+        gap=0.01, heldout_bpb=1.25, heldout_se=0.02, gap_bound=-0.03, penalty=0.0,
+        eligible=not reasons, reasons=list(reasons), notes=[],
         unconsumed_tokens=0, exit_reason="ok", censored=censored,
     )
     with store.session() as s:

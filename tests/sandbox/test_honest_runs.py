@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sandbox_kit import BATCH, STEPS, bundle, digest_of, tiny_settings
 
+from prism_challenge.sandbox.heldout_round import LOCAL_ROUND
 from prism_challenge.scoring import score_record
 from prism_challenge.scoring.verification import verdict
 
@@ -46,6 +47,12 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     again = score_record(second, runner.settings.scoring)
     assert abs(again.prequential_bpb - score.prequential_bpb) < 1e-6
     assert [b.nats for b in second.batches] == [b.nats for b in first.batches]
+    # same bundle, same round: the same held-out positions, so the same ranked bpb
+    assert first.eval.heldout_commit == second.eval.heldout_commit == LOCAL_ROUND.commit
+    assert second.eval.val_bpb_trained == first.eval.val_bpb_trained
+    assert 0 < first.eval.val_bpb_trained_se < 0.5 and first.eval.val_bpb_twin_se > 0
+    assert abs(again.bpb - score.bpb) < 1e-9
+    assert score.heldout_se == first.eval.val_bpb_trained_se
 
 
 def test_two_process_gloo_run_and_its_replay_checks_every_rank(make_runner, tmp_path):

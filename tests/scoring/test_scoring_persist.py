@@ -79,6 +79,19 @@ def test_leaderboard_from_store_marks_unreviewed_and_uses_settings(store, settin
     assert board.standings[1].entry.name == "n-dddd"
 
 
+def test_leaderboard_entries_carry_the_held_out_bpb_its_se_and_the_gap_bound(store, settings):
+    rec = with_eval(make_record(), val_bpb_trained_se=0.04)
+    result = score_record(rec, settings)
+    a = add_submission(store, "a" * 64, "hk-a", 1.0)
+    with store.session() as s:
+        record_score(s, a, result, "demo", now=5.0)
+    with store.session() as s:
+        (entry,) = [x.entry for x in load_leaderboard(s, settings).standings]
+    assert (entry.heldout_bpb, entry.heldout_se) == (3.0, 0.04)
+    assert entry.gap == pytest.approx(result.gap) and entry.gap_bound == pytest.approx(
+        result.gap - 2 * 0.04)
+
+
 def test_a_failed_verification_makes_the_entry_ineligible_with_its_reason(store, settings):
     a = add_submission(store, "f" * 64, "hk-a", 1.0)
     b = add_submission(store, "9" * 64, "hk-b", 2.0)

@@ -52,6 +52,27 @@ def test_gap_between_thresholds_inflates_bpb(settings):
     assert any(n.startswith("gap 0.3000 > 0.15") for n in result.notes)
 
 
+def test_an_honest_gap_near_the_threshold_within_its_noise_is_not_penalised(settings):
+    # gap 0.2 > start 0.15, but its held-out SE 0.03 puts the bound at 0.14: noise, not a cheat
+    rec = with_eval(make_record(), val_bpb_trained=TAIL + 0.2, val_bpb_trained_se=0.03)
+    result = score_record(rec, settings)
+    assert result.eligible and result.penalty == 0.0
+    assert result.bpb == pytest.approx(PREQ, abs=1e-9)
+    assert result.heldout_bpb == pytest.approx(TAIL + 0.2) and result.heldout_se == 0.03
+    assert result.gap_bound == pytest.approx(0.2 - 2 * 0.03, abs=1e-9)
+
+
+def test_a_gap_is_penalised_for_what_exceeds_the_threshold_by_more_than_z_se(settings):
+    rec = with_eval(make_record(), val_bpb_trained=TAIL + 0.4, val_bpb_trained_se=0.05)
+    result = score_record(rec, settings)
+    f = (0.4 - 0.1 - 0.15) / (0.5 - 0.15)  # judged at its bound 0.3, no cliff
+    assert result.eligible and result.penalty == pytest.approx(f, abs=1e-9)
+    assert any(n.startswith("gap 0.4000 (at least 0.3000 at 2 SE) > 0.15") for n in result.notes)
+    # a cheater's gap is far past the threshold, its SE cannot save it
+    cheat = with_eval(make_record(), val_bpb_trained=TAIL + 2.0, val_bpb_trained_se=0.05)
+    assert [r.split(":")[0] for r in score_record(cheat, settings).reasons] == ["gap"]
+
+
 def test_gap_past_zero_threshold_zeroes(settings):
     result = score_record(with_eval(make_record(), val_bpb_trained=TAIL + 0.5 + 1e-6), settings)
     assert not result.eligible

@@ -67,3 +67,17 @@ def test_empty_store_answers_with_an_empty_board_and_a_burn(store, path):
     assert body["leader"] is None
     if path == "/v1/weights":
         assert (body["uids"], body["weights_u16"]) == ([0], [65535])
+
+
+def test_the_heldout_round_shows_its_commit_and_reveals_the_last_round(store, tmp_path):
+    from prism_challenge.sandbox.heldout_round import reveal
+
+    settings = Settings(validator={"work_dir": str(tmp_path / "runs")},
+                        scoring={"heldout_round_s": 1.0})
+    with _serve(store, settings) as server:
+        first = httpx.get(f"{server.url}/v1/heldout-round").json()
+        assert len(first["commit"]) == 64 and first["round"].startswith("round-")
+        prev = first["previous"]
+        # the revealed secret hashes to the commit that round showed
+        assert reveal(prev["round"], prev["secret"], prev["commit"]).label == prev["round"]
+    assert (tmp_path / "heldout-master.key").stat().st_size == 32

@@ -40,10 +40,20 @@ def main() -> int:
 
 
 class _Models:
-    """The one model instance in use (built fresh for each model a task names)."""
+    """The one model instance in use.
 
-    def __init__(self, architecture, cfg: dict, inputs: Path, device) -> None:
-        self.architecture = architecture
+    The trained model and the twin are rebuilt for every task they answer: architecture.py
+    is executed afresh (new module globals), `build_model` runs under the forced seed and the
+    final weights are loaded again. So each held-out task is answered from the final weights
+    and nothing that persisted from an earlier task: a model that updates itself while it
+    is evaluated (test-time training on the held-out text it was shown) gains nothing.
+    A replay's snapshot is kept between its tasks (it is re-trained step by step)."""
+
+    FRESH = ("trained", "twin")
+
+    def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
+        self.load_architecture = load_architecture
+        self.architecture = load_architecture()
         self.cfg = cfg
         self.inputs = inputs
         self.device = device
@@ -51,6 +61,7 @@ class _Models:
         self.model = None
         self.forward = None
         self.snapshot: dict | None = None
+        self.final: dict | None = None  # final.pt as loaded (CPU): copied into each model
 
     def get(self, name: str, snapshot: str | None):
         import torch
@@ -58,15 +69,19 @@ class _Models:
         from prism_challenge.sandbox.harness.loading import build_model
 
         key = (name, snapshot)
-        if key == self.key:
+        if key == self.key and name not in self.FRESH:
             return self.model
         self.model = self.forward = self.snapshot = None
+        if name in self.FRESH:
+            self.architecture = self.load_architecture()
         model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
                             seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
                             seed=self.cfg["seed"])
         if name == "trained":
-            state = torch.load(self.inputs / "final.pt", weights_only=True, map_location="cpu")
-            torch.nn.Module.load_state_dict(model, state)
+            if self.final is None:
+                self.final = torch.load(self.inputs / "final.pt", weights_only=True,
+                                        map_location="cpu")
+            torch.nn.Module.load_state_dict(model, {k: v.clone() for k, v in self.final.items()})
         elif name == "snapshot":
             if snapshot is None or "/" in snapshot or snapshot.startswith("."):
                 raise ValueError(f"bad snapshot name {snapshot!r}")
@@ -100,8 +115,8 @@ def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     T, V = cfg["seq_len"], cfg["vocab_size"]
-    models = _Models(load_module(submission / "architecture.py", "architecture"), cfg, inputs,
-                     device)
+    models = _Models(lambda: load_module(submission / "architecture.py", "architecture"), cfg,
+                     inputs, device)
     while True:
         protocol.send(sock, {"op": "task"})
         task, payload = protocol.recv(sock, MAX_INPUT_BYTES)

@@ -1,0 +1,72 @@
+"""The held-out plan is the round's: the same for every run of a round, different between
+rounds, recomputable from the revealed secret; and the eval answers every held-out task from
+the final weights alone (a model that learns while evaluated gains nothing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sandbox_kit import bundle, digest_of
+
+from prism_challenge.sandbox.heldout import heldout_plan, ratio_se
+from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, RoundClock, reveal, round_of
+
+
+def _plan(runner, rnd):
+    sc = runner.settings.scoring
+    return heldout_plan(runner.val, runner.seq_len, sc.heldout_positions,
+                        sc.heldout_cuts_per_row,
+                        rnd.rng(runner.val.manifest.sha256, runner.seq_len))
+
+
+def test_a_rounds_plan_is_fixed_and_differs_between_rounds(runner):
+    master = bytes(range(32))
+    a, again, b = _plan(runner, round_of(master, 3)), _plan(runner, round_of(master, 3)), \
+        _plan(runner, round_of(master, 4))
+    assert np.array_equal(a.rows, again.rows) and np.array_equal(a.positions, again.positions)
+    assert not np.array_equal(a.positions, b.positions)
+    assert a.count == runner.settings.scoring.heldout_positions
+
+
+def test_the_revealed_secret_reproduces_the_plan_and_a_wrong_one_is_refused(runner):
+    rnd = round_of(b"validator master secret", 7)
+    shown = rnd.commit  # published before the round
+    back = reveal("round-7", rnd.secret.hex(), shown)
+    assert np.array_equal(_plan(runner, back).positions, _plan(runner, rnd).positions)
+    with pytest.raises(ValueError, match="not the commit"):
+        reveal("round-7", round_of(b"validator master secret", 8).secret.hex(), shown)
+    with pytest.raises(ValueError, match="not hex"):
+        reveal("round-7", "zz", shown)
+    assert LOCAL_ROUND.commit != rnd.commit
+
+
+def test_ratio_se_matches_the_spread_of_row_ratios():
+    rng = np.random.default_rng(0)
+    nbytes = np.full(400, 40.0)
+    bits = rng.normal(100.0, 10.0, size=400)
+    # equal bytes per row: the SE of the mean of bits/bytes per row
+    assert ratio_se(bits, nbytes) == pytest.approx(np.std(bits / 40, ddof=1) / np.sqrt(400))
+    assert ratio_se(bits[:1], nbytes[:1]) is None
+
+
+def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tmp_path):
+    honest, learner = (runner.run(files, digest_of(files), tmp_path / name)
+                       for name, files in (("a", bundle("tiny")), ("b", bundle("eval_learner"))))
+    assert [b.nats for b in learner.batches] == [b.nats for b in honest.batches]
+    assert learner.eval.val_tokens == honest.eval.val_tokens > 0
+    assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
+    assert learner.eval.val_bpb_twin == honest.eval.val_bpb_twin
+
+
+def test_a_validators_rounds_keep_their_secret_and_reveal_only_ended_rounds(tmp_path):
+    key = tmp_path / "state" / "heldout-master.key"
+    clock = RoundClock.open(key, 100.0)
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert RoundClock.open(key, 100.0).current(250.0) == clock.current(299.0)  # one round
+    assert clock.current(250.0).label == "round-2" and clock.current(300.0).label == "round-3"
+    assert clock.revealed(2, now=300.0).commit == clock.current(250.0).commit
+    with pytest.raises(ValueError, match="has not ended"):
+        clock.revealed(3, now=300.0)
+    key.write_bytes(b"short")
+    with pytest.raises(ValueError, match="not a 32-byte held-out master secret"):
+        RoundClock.open(key, 100.0)
