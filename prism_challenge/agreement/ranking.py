@@ -37,6 +37,7 @@ class Ranked:
     note: str  # one line for the log: what was ranked on, and why
     degraded: bool = False  # no quorum of the permitted stake reached: worth a warning
     no_quorum: bool = False  # nothing ranked: the epoch offers no weights (they stay as set)
+    electorate: tuple[int, float] | None = None  # (validators reached, their permitted share)
 
 
 def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None, *,
@@ -63,7 +64,8 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
                       f"peers answered with a good page in the last {cfg.peer_stale_s:g} s) "
                       f"hold {share:.1%} of the permitted stake, not more than the quorum "
                       f"{cfg.quorum:.1%} (agreement.quorum); weights stay as last set until "
-                      "more peers answer", degraded=True, no_quorum=True)
+                      "more peers answer", degraded=True, no_quorum=True,
+                      electorate=(len(stakes), share))
     measured = _measurements(session, own_hotkey, set(stakes))
     corpus = latest_corpus(own)
     out = []
@@ -75,7 +77,8 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
             out.append(ranked)
     return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
                   f"(stake {reached:g} of {permitted:g} permitted); {len(out)} of {len(own)} runs "
-                  "scored here or by peers have a quorum")
+                  "scored here or by peers have a quorum",
+                  electorate=(len(stakes), reached / permitted))
 
 
 def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float

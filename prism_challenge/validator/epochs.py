@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from prism_challenge.agreement.ranking import ranked_entries
+from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.service import Registry
@@ -24,9 +25,11 @@ log = logging.getLogger("prism.validator")
 
 def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
               registry: Registry | None, setter: WeightSetter | None = None, *,
-              slots: int | None = None, hotkey: str | None = None) -> WeightPlan:
+              slots: int | None = None, hotkey: str | None = None,
+              agreement: AgreementStatus | None = None) -> WeightPlan:
     """`slots`: the node's evaluation slots (as many contender replays may be queued);
-    `hotkey`: this validator's, so runs rank on the shared-input aggregate (agreement)."""
+    `hotkey`: this validator's, so runs rank on the shared-input aggregate (agreement);
+    `agreement`: where the electorate ranked on is reported (its /metrics gauges)."""
     credit = None
     if settings.weights.research_share > 0 and registry is not None:
         credit = registry.research_credits()
@@ -36,6 +39,8 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
                                                     entries=ranked.entries)
         plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
     (log.warning if ranked.degraded else log.info)("epoch: ranking on %s", ranked.note)
+    if agreement is not None and ranked.electorate is not None:
+        agreement.saw_electorate(*ranked.electorate)
     if queued:
         log.info("epoch: contender replays queued for submissions %s", queued)
     pairs = ", ".join(f"uid {u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))

@@ -222,7 +222,7 @@ class ValidatorNode:
         while not self.stop_event.wait(self.settings.validator.epoch_s):
             slots = len(self.workers) if self.cluster is None else self.cluster.capacity()
             run_epoch(self.settings, self.store, self.metagraph, self.registry, self.setter,
-                      slots=slots, hotkey=self.hotkey)
+                      slots=slots, hotkey=self.hotkey, agreement=self.agreement)
 
     def _peer_loop(self) -> None:
         """Every `agreement.poll_s`: fetch the peers' new signed measurements (agreement)."""

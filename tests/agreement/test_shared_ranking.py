@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
+from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.storage.tables import PeerMeasurement
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.weights.plan import load_plan
@@ -85,8 +86,10 @@ def test_a_validator_whose_peers_are_all_unreachable_ranks_nothing_and_says_so(
 
     live = b.settings.model_copy(update={"weights": b.settings.weights.model_copy(
         update={"dry_run": False})})
-    run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=b.hotkey)
+    status = AgreementStatus()
+    run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=b.hotkey, agreement=status)
     assert offered == []
+    assert status.electorate == (1, 1 / 3)  # the /metrics gauges: b alone, a third
     run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=None)  # own ranking
     assert [p.leader.hotkey for p in offered] == [m1]
 
