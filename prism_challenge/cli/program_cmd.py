@@ -29,13 +29,17 @@ def _chain_block(settings) -> int | None:
     """The chain block (for the population epoch) when the node is online, else None."""
     if settings.chain.mode != "online":
         return None
-    from prism_challenge.chain.factory import make_metagraph
+    from prism_challenge.chain.subtensor import ChainClient
 
+    client = ChainClient(settings.chain.network, settings.chain.netuid,
+                         timeout_s=settings.chain.timeout_s)
     try:
-        return make_metagraph(settings).block
+        return client.block()
     except Exception as exc:  # any failure to reach the chain is the operator's to see
         fail(f"cannot read the chain block of netuid {settings.chain.netuid} on "
              f"{settings.chain.network} (needed for the population epoch): {exc}")
+    finally:
+        client.close()
 
 
 def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:

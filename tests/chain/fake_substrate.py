@@ -66,6 +66,7 @@ class FakeSubstrate:
     lose: int = 0  # the next `lose` writes land, but their answer never comes back
     drop: int = 0  # the next `drop` writes are dropped from the pool: they never come back
     signed_nonces: list[int] = field(default_factory=list)
+    future_signed: int = 0  # writes signed above the chain's nonce (stuck)
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
@@ -200,6 +201,8 @@ class FakeSubstrate:
             nonce = self.nonce_cache.get(signer, self.nonces.get(signer, 0))
             self.nonce_cache[signer] = nonce + 1
         self.signed_nonces.append(nonce)
+        if nonce > self.nonces.get(signer, 0):
+            self.future_signed += 1  # a jammed client: this write can never land
         if self.drop:
             self.drop -= 1
             await asyncio.sleep(3600)  # in the pool, then dropped: the nonce stays unused

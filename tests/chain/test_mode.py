@@ -68,3 +68,19 @@ def test_operator_habit_flags_are_accepted():
     bad = CliRunner().invoke(app, ["validator", "--axon.external_ip", "example.org"])
     assert bad.exit_code == 2
     assert "chain.serve_address must be ip:port" in " ".join(bad.output.split())
+
+
+def test_program_online_reads_the_block_or_says_why_not(tmp_path):
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    env = {"PRISM_CHAIN__MODE": "online", "PRISM_CHAIN__NETWORK": "ws://127.0.0.1:9",
+           "PRISM_CHAIN__TIMEOUT_S": "5",
+           "PRISM_STORAGE__URL": f"sqlite:///{tmp_path / 'prism.db'}"}
+    done = CliRunner().invoke(app, ["program", "--hotkey", "miner1"], env=env)
+    text = " ".join(done.output.split())
+    assert done.exit_code == 2, text
+    assert "cannot read the chain block of netuid 1 on ws://127.0.0.1:9" in text
+    assert "make_metagraph" not in text and done.exception is None or isinstance(
+        done.exception, SystemExit)

@@ -60,6 +60,17 @@ def test_compose_runs_the_validator_with_real_settings(monkeypatch, store):
         assert client.get(url.group(2)).status_code == 200
 
 
+def test_compose_gives_the_validator_the_gpus_and_the_wallet_to_uid_65534():
+    svc = COMPOSE["services"]["validator"]
+    (gpus,) = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert gpus == {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+    image_user = re.search(r"^USER (\S+)", (ROOT / "Dockerfile").read_text(), re.M).group(1)
+    assert image_user == "65534:65534"
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "chown -R 65534:65534 /srv/prism/wallets" in text
+    assert "chown -R 65534:65534 /srv/prism/wallets" in (ROOT / "docs/validators.md").read_text()
+
+
 def test_compose_postgres_is_optional_and_healthy_before_the_validator():
     pg = COMPOSE["services"]["postgres"]
     assert pg["profiles"] == ["postgres"]

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A validator's weights against the strict fake chain under faults: do they still land?
+
+    .venv/bin/python benchmarks/chain_faults.py [--epochs 60] [--seed 1] [--smoke]
+
+The real `ChainClient` (bittensor 11's async client, the library's SetWeights intent) and
+`WeightSetter` run against `tests/chain/fake_substrate.py`, which refuses what the pallet
+refuses (rate limit, version key, max weight, min allowed weights) and models nonces per
+connection. Each epoch the head advances 25 blocks (tempo and rate limit: 100) and the
+setter offers a plan; on a random third of the epochs one fault is injected before the
+offer: the write is dropped from the pool (times out, nonce unused), the write lands but
+its answer is lost, the submit fails with a bare connection error, or a read fails.
+Printed: how many tempo windows allowed a set and how many got one, and how many writes
+were signed with a nonce the chain could never accept (a jammed client). Precedence under
+a reorg is not driven here. `--smoke`: 8 epochs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "chain"))
+sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="8 epochs")
+    args = parser.parse_args()
+    epochs = 8 if args.smoke else args.epochs
+
+    import tempfile
+
+    import bittensor
+    from conftest import make_wallet  # tests/submissions: a real keyfile wallet
+    from fake_substrate import FakeSubstrate, Neuron
+
+    from prism_challenge.chain.metagraph import LiveMetagraph
+    from prism_challenge.chain.subtensor import ChainClient
+    from prism_challenge.config.settings import Settings
+    from prism_challenge.weights.chain import WeightSetter
+    from prism_challenge.weights.plan import WeightPlan
+
+    rng = random.Random(args.seed)
+    wallet = make_wallet(Path(tempfile.mkdtemp()), "validator")
+    fake = FakeSubstrate(netuid=7, neurons=[
+        Neuron("5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM"),
+        Neuron(wallet.hotkey.ss58_address, permit=True, last_update=0),
+        Neuron("5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"),
+    ])
+    fake.hyper.update({"Tempo": 100, "WeightsSetRateLimit": 100, "MaxWeightsLimit": 32768})
+    settings = Settings(chain={"mode": "online", "netuid": 7, "retries": 3},
+                        weights={"dry_run": False})
+    client = ChainClient("local", 7, timeout_s=0.2, substrate=fake)
+    view = LiveMetagraph(client, refresh_blocks=1, status=None)
+    view.refresh(force=True)
+    setter = WeightSetter(client, wallet, settings, sleep=lambda s: None)
+    plan = WeightPlan(netuid=7, block=None, corpus="demo", dry_run=False, leader=None,
+                      uids=[0, 2], weights_u16=[7282, 65535], rows=[], excluded=[])
+    faults = ("drop", "lose", "bare", "read")
+    allowed = landed = 0
+    window_open = True
+    for _ in range(epochs):
+        fake.block += 25
+        view.refresh(force=True)
+        last = fake.neurons[1].last_update
+        window_open = last == 0 or fake.block - last >= 100
+        if rng.random() < 1 / 3:
+            fault = rng.choice(faults)
+            if fault == "drop":
+                fake.drop = 1
+            elif fault == "lose":
+                fake.lose = 1
+            elif fault == "bare":
+                fake.raise_next = bittensor.ChainError("Connection closed during submit")
+            else:
+                fake.raise_next = bittensor.ChainError("RPC error: state already discarded")
+        setter.offer(plan, view)
+        fake.raise_next = None
+        allowed += window_open
+        landed += window_open and fake.neurons[1].last_update == fake.block
+    client.close()
+    print(f"chain faults: weights landed {landed} of {allowed} epochs allowed, "
+          f"stuck nonces {fake.future_signed} ({epochs} epochs, seed {args.seed}; "
+          "precedence under a reorg not driven)")
+
+
+if __name__ == "__main__":
+    main()
