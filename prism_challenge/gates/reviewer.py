@@ -12,7 +12,6 @@ import os
 import secrets
 from collections.abc import Mapping
 
-import openai
 from pydantic import ValidationError
 
 from prism_challenge.config.settings import LlmSettings
@@ -39,6 +38,13 @@ class LlmReviewer:
                 "without the LLM (no review: submissions are marked unreviewed; no research "
                 "proposals)"
             )
+        # The client belongs to the [validator] extra: a miner's install checks and evaluates
+        # bundles without it, so it is imported only when a reviewer is built.
+        try:
+            import openai
+        except ImportError:
+            raise LlmConfigError("llm.enabled is true but the `openai` package is not "
+                                 "installed: pip install 'prism-challenge[validator]'") from None
         self.settings = settings
         self.model = settings.model
         self.client = openai.OpenAI(
@@ -55,6 +61,8 @@ class LlmReviewer:
 
     def review(self, files: Mapping[str, str], digest: str) -> Verdict:
         """The verdict on a bundle's text files, or `ReviewUnavailable`."""
+        import openai  # present: __init__ imported it
+
         messages = build_messages(files, digest, tag=secrets.token_hex(12))
         try:
             response = self.client.chat.completions.create(

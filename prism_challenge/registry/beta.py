@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scipy.special import betainc, betaincc, betaincinv
-
 PRIOR_A = 2.0
 PRIOR_B = 2.0
 
@@ -39,6 +37,10 @@ def terms(
     refute_theta: float = 0.4,
     rope: tuple[float, float] = (0.45, 0.55),
 ) -> Terms:
+    # scipy belongs to the [validator] extra: a miner's `prism check` imports the registry
+    # (for the declared axes) but never asks for a posterior.
+    from scipy.special import betainc, betaincc, betaincinv
+
     if wins < 0 or losses < 0:
         raise ValueError("wins and losses must be >= 0")
     a, b = PRIOR_A + wins, PRIOR_B + losses
