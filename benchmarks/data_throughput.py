@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data-plane throughput: challenge tokenizer MB/s and reader tokens/s (targets in issue 3).
+"""Data-plane throughput: challenge tokenizer MB/s and reader tokens/s.
 
     .venv/bin/python benchmarks/data_throughput.py [--distributions numpy scipy matplotlib]
 

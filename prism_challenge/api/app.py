@@ -1,4 +1,4 @@
-"""The validator's HTTP API: one FastAPI app, one router per stage (DESIGN §10).
+"""The validator's HTTP API: one FastAPI app, one router per stage (docs/submissions.md).
 
 Each stage owns its routes in its own package as `build(deps) -> APIRouter`; adding a stage's
 API is one line in `ROUTERS`.

@@ -1,7 +1,7 @@
 """`prism.toml`: a bundle's optional name, description and declared design axes.
 
 Only the shape is checked here (types, lengths, scalar axis values); whether an axis exists
-and its value is in range is the research registry's axis schema's call (DESIGN §9).
+and its value is in range is the research registry's axis schema's call (docs/registry.md).
 Unknown top-level keys are refused so that a typo ("axis" for "axes") fails loudly.
 """
 

@@ -1,4 +1,4 @@
-"""What a bundle may contain (DESIGN §3) and the checks on each file.
+"""What a bundle may contain (docs/submissions.md) and the checks on each file.
 
 Each check raises `BundleError(rule, sentence, file=...)`, so a refusal always says which
 file broke which rule. Limits are module constants: they are part of the protocol every

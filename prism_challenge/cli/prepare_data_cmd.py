@@ -1,4 +1,4 @@
-"""`prism prepare-data`: build, resume or verify the locked data (DESIGN §5, docs/data.md)."""
+"""`prism prepare-data`: build, resume or verify the locked data (docs/data.md)."""
 
 from __future__ import annotations
 

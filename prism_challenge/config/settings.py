@@ -1,6 +1,6 @@
 """Every configuration key of a PRISM node, grouped by the stage that reads it.
 
-Defaults are the demo / CI profile of DESIGN §11 (2 CPU cores, demo corpus, SQLite,
+Defaults are the demo / CI profile of docs/validators.md (2 CPU cores, demo corpus, SQLite,
 bubblewrap, dry-run weights); `config.example.yaml` lists every key with the production
 value beside it. Unknown keys are errors, never silently ignored. Secrets are not keys:
 a key names the environment variable that holds the secret.
@@ -132,7 +132,7 @@ class LlmSettings(Section):
 
 
 class GatesSettings(Section):
-    """Pre-GPU gates (issue 5): duplicate detection and how much one pass handles."""
+    """Pre-GPU gates: duplicate detection and how much one pass handles."""
 
     duplicate_threshold: float = Field(0.85, gt=0, le=1)
     batch_size: int = Field(32, ge=1)
@@ -257,7 +257,7 @@ class AgreementSettings(Section):
 
 
 class RegistrySettings(Section):
-    """The research registry (DESIGN §9); the statistics' constants are in docs/registry.md."""
+    """The research registry; the statistics' constants are in docs/registry.md."""
 
     decide_prob: float = Field(0.90, gt=0.5, lt=1)
     min_n: int = Field(10, ge=1)

@@ -1,4 +1,4 @@
-"""A run's learning curve: bpb per batch over the tokens consumed (DESIGN §7).
+"""A run's learning curve: bpb per batch over the tokens consumed (docs/scoring.md).
 
 Pure over a `RunRecord`. Batches are put in stream order (`offset_row`, then rank) and
 merged into at most `max_points` buckets whose bpb is their summed nats over their summed

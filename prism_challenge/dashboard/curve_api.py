@@ -1,4 +1,4 @@
-"""`GET /v1/submissions/{id}/curve`: a submission's learning curve as JSON (DESIGN §10).
+"""`GET /v1/submissions/{id}/curve`: a submission's learning curve as JSON (docs/submissions.md).
 
 The same curve the dashboard draws (latest attempt with scored batches), for scripts and
 `prism submit` users; served whether or not the HTML dashboard is enabled.

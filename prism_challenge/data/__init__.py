@@ -1,4 +1,4 @@
-"""The locked data plane (DESIGN §5): prepare a data version once, then read exactly it.
+"""The locked data plane (docs/data.md): prepare a data version once, then read exactly it.
 
     prepare_data(spec, out)            source -> split -> tokenizer -> shards -> MANIFEST
     verify_data(root)                  re-hash everything the MANIFEST lists

@@ -1,4 +1,4 @@
-"""Pre-GPU gates (DESIGN §1, issue 5): AST policy, duplicate detection, LLM review.
+"""Pre-GPU gates (docs/gates.md): AST policy, duplicate detection, LLM review.
 
 The validator calls `GateStage(settings, store, reviewer).process_due(now)`; miners' local
 pre-flight (`prism check`) calls `check_policy(files)`.

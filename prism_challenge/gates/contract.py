@@ -1,4 +1,4 @@
-"""The miner contract of DESIGN §4, checked statically before anything runs.
+"""The miner contract of docs/miners.md, checked statically before anything runs.
 
 `architecture.py` must define a top-level `def build_model(ctx)` and `training.py` a
 top-level `def train(ctx)`: plain (not async) functions callable with exactly one

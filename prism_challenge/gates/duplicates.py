@@ -1,4 +1,4 @@
-"""Duplicate detection against earlier bundles of other hotkeys (THREAT_MODEL B7).
+"""Duplicate detection against earlier bundles of other hotkeys (docs/security.md B7).
 
 A bundle is refused when another hotkey's earlier, still-standing bundle has the same
 digest, the same normalised code, or a fingerprint at least `gates.duplicate_threshold`

@@ -1,4 +1,4 @@
-"""Format strings that reach attributes or indexes (THREAT_MODEL B2, B7).
+"""Format strings that reach attributes or indexes (docs/security.md B2, B7).
 
 `"{0.gi_frame.f_back.f_locals}".format(gen)` performs attribute and index lookups inside
 `str.format`, where no AST node shows them: that is how miner code read the harness's

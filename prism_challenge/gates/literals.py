@@ -1,4 +1,4 @@
-"""Large literals and encoded blobs (THREAT_MODEL B4, A6): knowledge must be learned.
+"""Large literals and encoded blobs (docs/security.md B4, A6): knowledge must be learned.
 
 A model's source needs a handful of hyper-parameters, short strings and small tuples;
 pretrained weights, token statistics or encoded code do not fit through these limits. The

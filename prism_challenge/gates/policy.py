@@ -1,4 +1,4 @@
-"""The AST policy: a static allow-list over a bundle's Python source (THREAT_MODEL A6, B2,
+"""The AST policy: a static allow-list over a bundle's Python source (docs/security.md A6, B2,
 B7, B8).
 
 `check_policy` parses each script and walks it once. Imported names are resolved to their

@@ -1,4 +1,4 @@
-"""What the AST policy refuses on names and objects, as data (THREAT_MODEL A6, B2, B7, B8).
+"""What the AST policy refuses on names and objects, as data (docs/security.md A6, B2, B7, B8).
 
 Which modules a bundle may import, and which of their members it may use, is the table in
 `allowlist.py`. This file holds the rule ids and the rules about everything else: builtins,

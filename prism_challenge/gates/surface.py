@@ -18,7 +18,7 @@ import inspect
 
 from prism_challenge.gates.allowlist import modules
 
-# The ctx API (DESIGN §4) a bundle may call but never replace.
+# The ctx API (docs/miners.md) a bundle may call but never replace.
 CTX_API = frozenset({"batches", "log", "time_left", "model"})
 _ROOTS = frozenset(m.split(".")[0] for m in modules())
 

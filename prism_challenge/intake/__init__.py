@@ -1,4 +1,4 @@
-"""Intake: signed submissions in, `received` rows out (DESIGN §3, issue 4).
+"""Intake: signed submissions in, `received` rows out (docs/submissions.md).
 
 Kept import-light: the miner's client imports `intake.signing` and `intake.schemas` without
 pulling in the web stack.

@@ -1,4 +1,4 @@
-"""A miner's local loop (issue 10): `prism check` and `prism eval` without a validator.
+"""A miner's local loop: `prism check` and `prism eval` without a validator.
 
     check_bundle(bundle, settings, data_root)          static gates + a smoke run -> CheckReport
     evaluate_bundle(bundle, settings, data_root, out)  the full local scoring -> EvalReport

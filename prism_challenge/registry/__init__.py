@@ -1,4 +1,4 @@
-"""The research registry ("Bad PI", DESIGN §9): hypotheses over axes, judged by matched
+"""The research registry ("Bad PI", docs/registry.md): hypotheses over axes, judged by matched
 contrasts, steering miners through program.md."""
 
 from prism_challenge.registry.axes import (

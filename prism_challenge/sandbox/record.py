@@ -1,4 +1,4 @@
-"""The run record: the challenge-authored account of one re-execution (DESIGN §6-7).
+"""The run record: the challenge-authored account of one re-execution (docs/sandbox.md).
 
 It is assembled outside the miner's process (by the feeder and the eval sandbox's output)
 and is the only input of scoring and of the research registry. Versioned: readers refuse a

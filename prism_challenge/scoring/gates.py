@@ -1,4 +1,4 @@
-"""Anti-cheat gates (DESIGN §7, THREAT_MODEL B): each names why a run earns nothing.
+"""Anti-cheat gates (docs/scoring.md; docs/security.md B): each names why a run earns nothing.
 
 A gate is a pure function `(record, settings) -> list[str]` of reasons; an empty list means
 it passed. A reason starts with the gate's name and a colon so that tools can group them.

@@ -1,4 +1,4 @@
-"""Ranking scored submissions and deriving the leader (DESIGN §7, last bullet).
+"""Ranking scored submissions and deriving the leader (docs/scoring.md).
 
 Pure functions over `Entry` values. The ranking key is (bpb on an epsilon grid, larger
 held-out delta, earlier precedence). Precedence is the commitment block then the uid

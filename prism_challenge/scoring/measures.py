@@ -1,4 +1,4 @@
-"""The numbers a score is made of, each a pure function of the run record (DESIGN §7).
+"""The numbers a score is made of, each a pure function of the run record (docs/scoring.md).
 
 Everything here is computed from what the challenge counted (the feeder's tokens and bytes,
 the harness's nats, the eval sandbox's val bpb); nothing the miner reports is read.

@@ -32,7 +32,7 @@ class SchemaVersion(Base):
 
 
 class Submission(Base):
-    """A bundle a hotkey submitted and where it is on the path of DESIGN §1."""
+    """A bundle a hotkey submitted and where it is on the path of docs/architecture.md."""
 
     __tablename__ = "submissions"
 
@@ -112,7 +112,7 @@ class Verification(Base):
 
 
 class RegistryEvent(Base):
-    """The research registry's ledger: every fact it learned, in order (DESIGN §9).
+    """The research registry's ledger: every fact it learned, in order (docs/registry.md).
 
     `key` makes observing the same submission (or proposing the same thing in the same
     cycle) twice a no-op; the registry's state is a fold of these rows by `seq`.
@@ -176,7 +176,7 @@ class RegistryJournal(Base):
 
 
 class LlmVerdict(Base):
-    """An LLM review verdict, cached by bundle digest and gate policy version (issue 5).
+    """An LLM review verdict, cached by bundle digest and gate policy version.
 
     Only well-formed verdicts are stored; a failed or malformed review is never cached.
     """

@@ -1,1 +1,1 @@
-"""The validator neuron: the stages of DESIGN §1 wired into one crash-safe process."""
+"""The validator neuron: the stages of docs/architecture.md wired into one crash-safe process."""

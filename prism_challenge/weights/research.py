@@ -1,4 +1,4 @@
-"""The research share's default source: the registry's hotkey -> credit (DESIGN §9).
+"""The research share's default source: the registry's hotkey -> credit (docs/registry.md).
 
 Read only when `weights.research_share > 0`, and read-only: the stored registry state is
 read as it is, never seeded, so computing weights writes nothing.

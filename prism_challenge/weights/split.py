@@ -1,4 +1,4 @@
-"""The payout split (DESIGN §8): who gets which fraction of this validator's weight.
+"""The payout split (docs/scoring.md): who gets which fraction of this validator's weight.
 
 The leader gets `winner_share`; `research_share` is divided among hotkeys in proportion to
 the research credit the caller passes (the registry's hook; empty by default); whatever is

@@ -107,7 +107,7 @@ def test_fineweb_source_refuses_a_dataset_without_text(tmp_path, monkeypatch):
 def test_pinned_manifests_are_valid():
     demo = load_spec("data_manifests/demo.json")
     assert demo.corpus == "demo" and "DEMO" in demo.description
-    assert demo.tokenizer.vocab_size == 4096  # DESIGN §11, demo column
+    assert demo.tokenizer.vocab_size == 4096  # the demo profile (docs/data.md)
     assert demo.source.min_text_bytes >= 10_000_000
     prod = load_spec("data_manifests/fineweb-edu-sample-10BT.json")
     assert prod.corpus == "fineweb-edu" and prod.tokenizer.vocab_size == 32768

@@ -1,4 +1,4 @@
-"""A minimal stand-in for the harness's ctx (DESIGN §4), enough to run honest bundles.
+"""A minimal stand-in for the harness's ctx (docs/miners.md), enough to run honest bundles.
 
 The real harness (sandbox stage) feeds batches from a socket; here batches are random
 tokens and the scored loss is computed the same way (before the batch is handed over).

@@ -14,7 +14,7 @@ NAMES = sorted(
     p.name for p in ATTACKS.iterdir()
     if p.is_dir() and not (p / "expected.txt").read_text().startswith("DUPLICATE-OF")
 )
-# Static-visible classes of THREAT_MODEL A and B (A5, B3, B5 need a run; B6 and B7 have
+# Static-visible classes of docs/security.md A and B (A5, B3, B5 need a run; B6 and B7 have
 # static parts: a stall, reading the harness's state), each of which needs attacks here.
 CLASSES = ["a1", "a2", "a3", "a4", "a6", "b1", "b2", "b4", "b6", "b7", "b8"]
 

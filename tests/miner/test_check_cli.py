@@ -38,7 +38,7 @@ def test_check_passes_the_example(tiny_config, prepared_data, tmp_path):
 
 
 def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_data, tmp_path):
-    """THREAT_MODEL B3 + B5: attention that sees the future only in the scored forward's mode
+    """docs/security.md B3 + B5: attention that sees the future only in the scored forward's mode
     (train mode, grad on), causal in eval mode; the probe runs in both modes and catches it."""
     bundle = copy_example("baseline", tmp_path / "leaky")
     arch = bundle / "architecture.py"

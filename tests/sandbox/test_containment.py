@@ -1,4 +1,4 @@
-"""THREAT_MODEL A: escapes and damage are contained by the real bubblewrap sandbox.
+"""docs/security.md A: escapes and damage are contained by the real bubblewrap sandbox.
 
 Each attack runs for real (bypassing the static gates, which are tested elsewhere), and the
 test checks both the verdict and that the validator's side stayed healthy.

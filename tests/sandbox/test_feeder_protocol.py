@@ -1,4 +1,4 @@
-"""The feeder bounds every message before reading it (THREAT_MODEL C2): a harness that
+"""The feeder bounds every message before reading it (docs/security.md C2): a harness that
 announces a huge payload is cut off without the validator reading (or holding) it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""THREAT_MODEL B: score games are caught, on records made by real runs (tampering with the
+"""docs/security.md B: score games are caught, on records made by real runs (tampering with the
 record is caught by the contender replay: tests/sandbox/test_verification.py)."""
 
 from __future__ import annotations

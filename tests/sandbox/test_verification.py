@@ -1,4 +1,4 @@
-"""THREAT_MODEL B3, B5, B7, B8: a model that notices checks gains nothing.
+"""docs/security.md B3, B5, B7, B8: a model that notices checks gains nothing.
 
 Each attack runs for real in bubblewrap (bypassing the static gates, tested elsewhere). The
 original run has nothing to notice; held-out scores are target-absent; and a contender's

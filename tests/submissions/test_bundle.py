@@ -1,4 +1,4 @@
-"""The bundle's file rules, digest and encodings (DESIGN §3)."""
+"""The bundle's file rules, digest and encodings (docs/submissions.md)."""
 
 from __future__ import annotations
 

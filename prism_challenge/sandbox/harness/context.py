@@ -1,4 +1,4 @@
-"""`ctx`, the object `train(ctx)` receives (DESIGN §4), and the feeder channel behind it.
+"""`ctx`, the object `train(ctx)` receives (docs/miners.md), and the feeder channel behind it.
 
 `ctx.batches()` is where predict-then-train holds by construction: it asks the feeder for
 the next rows, runs the scored forward of `ctx.model` (train mode, grad enabled, the

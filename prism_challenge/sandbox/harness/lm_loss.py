@@ -1,6 +1,6 @@
 """The one loss the challenge scores: next-token cross-entropy in nats, per position.
 
-Targets equal to the document separator predict no bytes and are not scored (DESIGN §5):
+Targets equal to the document separator predict no bytes and are not scored (docs/data.md):
 their loss is 0 here. The train harness, the replay's probes and the eval harness all call
 this function, so they cannot disagree; the feeder sums what it reports.
 """

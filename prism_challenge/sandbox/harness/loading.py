@@ -9,7 +9,7 @@ from types import ModuleType, SimpleNamespace
 
 
 class ContractError(RuntimeError):
-    """The miner's code broke the contract of DESIGN §4 (the message says how)."""
+    """The miner's code broke the contract of docs/miners.md (the message says how)."""
 
 
 def load_module(path: Path, name: str) -> ModuleType:
