@@ -1,4 +1,5 @@
-"""`Bundle`: a checked, immutable submission (docs/submissions.md) and the one place its digest is made.
+"""`Bundle`: a checked, immutable submission (docs/submissions.md), the one place its
+digest is made.
 
 Every constructor funnels into `Bundle(files)`, which runs all the rules, so holding a
 `Bundle` means holding a valid one. The digest is sha256 of the canonical wire encoding,

@@ -3,9 +3,9 @@
     b"PRISM-BUNDLE/1\n", then per file in sorted name order:
         u16 big-endian name length, ASCII name, u32 big-endian data length, data
 
-The digest is sha256 of exactly these bytes (docs/submissions.md: sorted names; name, length and bytes
-of each file). Decoding is strict: unsorted or repeated names, unknown names, truncation or
-trailing bytes are refused, so every accepted body is the one canonical encoding of its files
+The digest is sha256 of exactly these bytes (docs/submissions.md: sorted names; name, length
+and bytes of each file). Decoding is strict: unsorted or repeated names, unknown names,
+truncation or trailing bytes are refused, so every accepted body is the one canonical encoding of its files
 and sha256(body) is the bundle's digest.
 """
 
