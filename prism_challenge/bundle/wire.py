@@ -5,8 +5,8 @@
 
 The digest is sha256 of exactly these bytes (docs/submissions.md: sorted names; name, length
 and bytes of each file). Decoding is strict: unsorted or repeated names, unknown names,
-truncation or trailing bytes are refused, so every accepted body is the one canonical encoding of its files
-and sha256(body) is the bundle's digest.
+truncation or trailing bytes are refused, so every accepted body is the one canonical
+encoding of its files and sha256(body) is the bundle's digest.
 """
 
 from __future__ import annotations
