@@ -489,9 +489,11 @@ class Runner:
             eval_s = result.wall_s
             compare_snapshots(record, server.answers, snapshots)
             answered = {a.task.tag[:2] for a in server.answers}
+            # a rank may hold no kept position at a snapshotted step: nothing to answer
+            held = {(b.step, b.rank) for b in record.batches if b.sample}
             missing += [f"the eval sandbox did not re-predict step {k[0]} rank {k[1]}: "
                         f"{result.cause} {'; '.join(server.problems)[:300]}"
-                        for k in names if k not in answered]
+                        for k in names if k in held and k not in answered]
         exit_reason, exit_detail = _exit_of(train_result, feeder)
         reached = max((s.step for s in served if s.nats is not None), default=-1)
         if reached < checks.last_step and feeder.state.diverged is None:
