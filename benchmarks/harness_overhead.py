@@ -125,7 +125,7 @@ def main() -> None:
               f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
               f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
     print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}"
-          f"  kept losses per batch {record.sample_rows}")
+          f"  kept chance per position {record.keep_rate:.3g}")
     print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")
     print(f"harness       : {statistics.median(harnesses) * 1e3:8.2f} ms/step (median)")
     print(f"per-step ratio harness/bare = {statistics.median(ratios):.3f} median of "

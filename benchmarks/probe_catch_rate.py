@@ -9,6 +9,14 @@ verdict allows. An honest bundle is replayed the same way to count false alarms.
     .venv/bin/python benchmarks/probe_catch_rate.py [--seeds 4 --replays 5 --every 32 64]
 
 Prints one line per peeking rate and one for the honest bundle.
+
+With `--schedule S` (uniform, bigstep, mixed; repeatable) it simulates production scale
+instead (1B tokens at seq_len 1024, the project's own keep draw, chooser and verdict; see
+`catch_sim.py`) and prints per schedule `peek 1.0% of tokens: replay passes X%` and the
+honest false alarms. `--smoke` makes that small and quick (a check that it runs):
+
+    .venv/bin/python benchmarks/probe_catch_rate.py --schedule uniform bigstep mixed
+    .venv/bin/python benchmarks/probe_catch_rate.py --schedule mixed --smoke
 """
 
 from __future__ import annotations
@@ -31,7 +39,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=48)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--schedule", nargs="+", choices=("uniform", "bigstep", "mixed"))
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--tokens", type=int, default=10**9)
+    parser.add_argument("--peek", type=float, default=0.01)
+    parser.add_argument("--honest-mismatch", type=float, default=0.0)
+    parser.add_argument("--smoke", action="store_true", help="a small, quick simulation")
     args = parser.parse_args()
+    if args.schedule:
+        simulate(args)
+        return
 
     from fixture_bundles import bundle
 
@@ -77,6 +94,35 @@ def main() -> None:
         print(f"{label:26s}: caught in {caught}/{total} replays ({caught / total:.1%}); "
               f"{positions / total:.0f} positions checked per replay, {peeked / total:.1f} "
               f"of them disagreeing")
+
+
+def simulate(args) -> None:
+    import numpy as np
+    from catch_sim import schedule, trial
+
+    from prism_challenge.config import Settings
+
+    settings = Settings().verification
+    tokens, trials, seq_len = args.tokens, args.trials, 1024
+    one_rows, big_peeks = 200_000, 40
+    if args.smoke:
+        tokens, trials, one_rows, big_peeks = 2 * 10**7, 20, 4_000, 1
+    total_rows = tokens // seq_len
+    for name in args.schedule:
+        rng = np.random.default_rng(7)
+        sched = schedule(name, total_rows, args.peek, rng, one_rows, big_peeks)
+        share = float(sched.rows[sched.peeked].sum()) / total_rows
+        passes = false_alarms = checked = 0
+        for _ in range(trials):
+            peeker, honest, kept = trial(sched, seq_len, settings, rng, args.honest_mismatch,
+                                         peek_nats=4.5)
+            passes += peeker
+            false_alarms += not honest
+            checked += kept
+        print(f"{name:8s} ({len(sched.rows)} steps, {total_rows * seq_len / 1e9:.2f}B tokens, "
+              f"{trials} trials, ~{checked / trials:.0f} positions checked): peek "
+              f"{share:.1%} of tokens: replay passes {passes / trials:.1%}; honest false "
+              f"alarms {false_alarms}/{trials}")
 
 
 if __name__ == "__main__":

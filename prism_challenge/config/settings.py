@@ -201,10 +201,8 @@ class VerificationSettings(Section):
     original run could not know it would be checked (docs/security.md)."""
 
     enabled: bool = True
-    sample_rows: int = Field(16, ge=1, le=1024)
-    probe_fraction: float = Field(0.25, gt=0, le=1)
-    probe_min_steps: int = Field(16, ge=1)
-    probe_max_steps: int = Field(512, ge=1)
+    kept_positions: int = Field(20000, ge=1)
+    keep_rate_max: float = Field(0.02, gt=0, le=1)
     snapshot_steps: int = Field(4, ge=1, le=64)
     position_abs_tol: float = Field(0.05, ge=0)
     position_rel_tol: float = Field(0.01, ge=0)

@@ -185,7 +185,8 @@ def measured_html(runs: list[RunDigest]) -> str:
             ("precision / compile", esc(f"{a.precision} / {a.compile}")),
             ("world size", str(a.world_size)),
         ]
-    rows.append(("kept losses", f"{rec.sample_rows} positions per batch"))
+    rows.append(("kept losses", f"each position with chance {rec.keep_rate:.3g}"
+                 if rec.keep_rate else f"{rec.sample_rows} positions per batch"))
     if rec.eval is not None:
         rows += [
             ("causality screen (trained)", _probe(rec.eval.probe_trained)),

@@ -10,10 +10,11 @@ device-side assert, an illegal memory access or misaligned address (a kernel bug
 that an application causes (13, 31, 43, 45). When one of those appears, the failure is the
 miner's whatever else the text says.
 
-Every text classified here (except the kernel log) comes from the sandbox, so a miner could
-print a fake driver error. What that buys is bounded: the run is retried on other slots at
-most `validator.infra_retries` times and then failed as an infrastructure failure (no score,
-no registry evidence), and on a CPU slot no such text is believed at all.
+Only the host's own evidence decides that a run failed on the host: `kernel_xids` (the
+kernel's log for the slot's GPUs) and the slot's health probe (`validator/rotation.py`).
+Text the sandbox printed is never evidence, since a model can print a driver error when it
+likes; `host_fault` only reads what such a text claims (a diagnosis to show), it does not
+make a run infrastructure.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 It serves rows of the locked train split over a Unix socket one batch at a time, only when
 asked, in the challenge's stream order; it counts each batch's scored tokens and bytes
 itself; it receives the loss of every position the harness scored, sums them itself, and
-keeps a few of them (chosen by a secret the sandbox never sees) so that any of those
-predictions can be checked later; and it enforces the token budget and the deadline. The
-record it assembles is the authoritative account of the run.
+keeps those a secret the sandbox never sees draws (the same chance for every position), so
+that any of those predictions can be checked later; and it enforces the token budget and
+the deadline. The record it assembles is the authoritative account of the run.
 
 In a replay (contender verification) the same feeder serves the same stream and, at steps
 decided only now, asks the harness for target-absent predictions and snapshots; what the
@@ -58,7 +58,7 @@ class FeederPlan:
     deadline_s: float
     world_size: int
     sample_secret: bytes  # decides which positions the record keeps; never sent inside
-    sample_rows: int = 16
+    keep_rate: float = 0.02  # each scored position's chance of being kept (sampling.py)
     lanes: int = 256
     early_stop: EarlyStopPlan | None = None  # the validator's bar, fixed before the run
     gpus: int = 0  # GPUs assigned to the sandbox: each rank's first hello must see CUDA
@@ -303,8 +303,8 @@ class Feeder:
         if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
             self._problem(f"step {step} rank {rank}: a negative loss was reported")
             nats = math.nan
-        row_idx, pos = kept_positions(self.plan.sample_secret, step, rank, len(served.rows),
-                                      self.plan.seq_len, self.plan.sample_rows)
+        row_idx, pos = kept_positions(self.plan.sample_secret, served.position,
+                                      len(served.rows), self.plan.seq_len, self.plan.keep_rate)
         with self._lock:
             served.nats = nats
             served.sample = [float(v) for v in per_token[row_idx, pos]]
@@ -317,7 +317,7 @@ class Feeder:
                 self.state.problems.append(f"probe result for step {step} rank {rank} that "
                                            "was not asked for")
                 return
-            values = [float(v) for v in nats][: self.plan.sample_rows]
+            values = [float(v) for v in nats][: served.scored.size]
             served.probed = values
 
     # ---- batches ---------------------------------------------------------------------------
@@ -371,9 +371,11 @@ class Feeder:
             served.snapshot_asked = True
             reply["snapshot"] = True
         if served.step in replay.probe_steps:
-            row_idx, pos = kept_positions(self.plan.sample_secret, served.step, served.rank,
+            row_idx, pos = kept_positions(self.plan.sample_secret, served.position,
                                           len(served.rows), self.plan.seq_len,
-                                          self.plan.sample_rows)
+                                          self.plan.keep_rate)
+            if not len(row_idx):  # another rank holds this step's kept positions
+                return
             served.probe_asked = True
             reply["probe"] = {"rows": row_idx.tolist(), "positions": pos.tolist()}
 

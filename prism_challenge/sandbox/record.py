@@ -42,7 +42,8 @@ class BatchEntry(Model):
     bytes: int = Field(ge=0)  # UTF-8 bytes of those tokens, counted by the feeder
     nats: float  # the feeder's sum of the per-position losses the harness reported
     t: float = Field(ge=0)  # seconds since the train sandbox started when it was reported
-    # losses at the positions the record keeps (chosen by `RunRecord.sample_secret`)
+    # losses at the positions the record keeps (drawn by `RunRecord.sample_secret`, each
+    # with chance `RunRecord.keep_rate`), in `sampling.kept_positions` order
     sample: list[float] = []
 
 
@@ -179,7 +180,8 @@ class RunRecord(Model):
     train_s: float = 0.0
     eval_s: float = 0.0
     lanes: int = 0  # the stream order's lane count (0: a record made before lanes)
-    sample_rows: int = 0  # positions kept per batch
+    sample_rows: int = 0  # records before per-position keeping: positions kept per batch
+    keep_rate: float = Field(0.0, ge=0, le=1)  # each scored position's chance of being kept
     sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
     telemetry: list[TelemetryPoint] = []
     placement: Placement | None = None

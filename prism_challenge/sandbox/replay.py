@@ -1,10 +1,11 @@
 """Contender replay: re-run a scored run and check it where it could not know it would be.
 
-The original run streamed the loss of every position it scored, and the feeder kept a few
-per batch (chosen by a secret). A replay runs the same bundle in an identical sandbox on
-the same stream; an honest run is deterministic, so its replay reproduces every batch's
-loss. At steps drawn only now, before the scored forward, the replay (1) predicts the kept
-positions from inputs cut right after each one, so the target is absent, and (2) saves a
+The original run streamed the loss of every position it scored, and the feeder kept those
+a secret drew (each position with the same chance). A replay runs the same bundle in an
+identical sandbox on the same stream; an honest run is deterministic, so its replay
+reproduces every batch's loss. At every step holding a kept position, before the scored
+forward, the replay either (1) predicts the kept positions from inputs cut right after
+each one, so the target is absent, or (2) at a few of those steps drawn only now, saves a
 snapshot from which the eval sandbox (architecture only) does the same and the host
 computes the losses itself. Both are compared with what the original run reported for
 those positions. A model that read its targets from its input when it thought it was not
@@ -14,6 +15,8 @@ positions would be checked, because that was decided after it had reported them.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 
 import numpy as np
@@ -22,7 +25,7 @@ from pydantic import Field
 from prism_challenge.sandbox.eval_server import Task
 from prism_challenge.sandbox.feeder import ReplayPlan, Served
 from prism_challenge.sandbox.record import ExitReason, Model, RunRecord
-from prism_challenge.sandbox.sampling import cut_rows, kept_positions
+from prism_challenge.sandbox.sampling import cut_rows, kept_positions, rounds
 
 REPLAY_VERSION = 1
 EXAMPLES = 8
@@ -76,18 +79,26 @@ class ReplayRecord(Model):
     probe_s: float = Field(0.0, ge=0)  # estimated time the in-process probes added
 
 
-def choose_checks(record: RunRecord, rng: np.random.Generator, *, probe_fraction: float,
-                  probe_min: int, probe_max: int, snapshots: int) -> ReplayPlan:
-    """Draw the checked steps now, uniformly over the whole run."""
-    steps = sorted({b.step for b in record.batches})
+def plan_rng(secret: bytes) -> np.random.Generator:
+    """The replay plan's draw, keyed by the run's secret: drawn once, the same on every
+    retry on any node, so a replay cut short (by the host or by the model faking a host
+    fault) and run again meets the same checks; nothing to re-roll."""
+    key = hmac.new(secret, b"replay-plan", hashlib.sha256).digest()
+    return np.random.default_rng(int.from_bytes(key[:16], "little"))
+
+
+def choose_checks(record: RunRecord, rng: np.random.Generator, *, snapshots: int
+                  ) -> ReplayPlan:
+    """Every step that holds a kept position is checked: `snapshots` of them (drawn now)
+    are snapshotted, every other one is probed. Positions were kept with one fixed chance
+    each, so the checks per token do not depend on how the miner cut its steps."""
     original = {(b.step, b.rank): (b.rows, b.nats) for b in record.batches}
-    if not steps:
+    held = sorted({b.step for b in record.batches if b.sample})
+    if not held:
         return ReplayPlan(original, frozenset(), frozenset())
-    k = min(len(steps), max(probe_min, min(probe_max, math.ceil(probe_fraction * len(steps)))))
-    probes = rng.choice(steps, size=k, replace=False)
-    snaps = rng.choice(steps, size=min(snapshots, len(steps)), replace=False)
-    return ReplayPlan(original, frozenset(int(s) for s in probes),
-                      frozenset(int(s) for s in snaps))
+    snaps = frozenset(int(s) for s in rng.choice(held, size=min(snapshots, len(held)),
+                                                  replace=False))
+    return ReplayPlan(original, frozenset(held) - snaps, snaps)
 
 
 class PositionTally:
@@ -136,8 +147,8 @@ def compare_probes(record: RunRecord, served: list[Served], tally: PositionTally
         if s.probed is None:
             missing.append(f"no probe answer for step {s.step} rank {s.rank}")
             continue
-        rows, pos = kept_positions(secret, s.step, s.rank, len(s.rows), record.seq_len,
-                                   record.sample_rows)
+        rows, pos = kept_positions(secret, s.position, len(s.rows), record.seq_len,
+                                   record.keep_rate)
         recorded = kept.get((s.step, s.rank)) or []
         if len(s.probed) != len(rows) or len(recorded) != len(rows):
             missing.append(f"step {s.step} rank {s.rank}: {len(s.probed)} probe answers, "
@@ -156,15 +167,18 @@ def snapshot_tasks(record: RunRecord, served: list[Served], stream, names: dict,
         name = names.get((s.step, s.rank))
         if name is None:
             continue
-        rows, pos = kept_positions(secret, s.step, s.rank, len(s.rows), record.seq_len,
-                                   record.sample_rows)
+        rows, pos = kept_positions(secret, s.position, len(s.rows), record.seq_len,
+                                   record.keep_rate)
         block = stream.rows_at(record.seq_len, s.rows)
-        keep = s.scored[rows, pos]
-        inputs = cut_rows(block[:, :-1], rows, pos, separator_id)
-        yield Task("logits", "snapshot", inputs, mode="train", snapshot=name,
-                   targets=block[rows, pos + 1][keep], select_rows=rows[keep].tolist(),
-                   select_positions=pos[keep].tolist(),
-                   tag=(s.step, s.rank, np.flatnonzero(keep).tolist()))
+        for group in rounds(rows, pos):  # each row cut once per task
+            g = np.array(group, dtype=np.int64)
+            keep = s.scored[rows[g], pos[g]]
+            inputs = cut_rows(block[:, :-1], rows[g], pos[g], separator_id)
+            yield Task("logits", "snapshot", inputs, mode="train", snapshot=name,
+                       targets=block[rows[g], pos[g] + 1][keep],
+                       select_rows=rows[g][keep].tolist(),
+                       select_positions=pos[g][keep].tolist(),
+                       tag=(s.step, s.rank, g[keep].tolist()))
 
 
 def compare_snapshots(record: RunRecord, answers, tally: PositionTally) -> None:

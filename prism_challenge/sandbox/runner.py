@@ -38,7 +38,6 @@ from prism_challenge.sandbox.backends import (
 from prism_challenge.sandbox.devices import discover_gpus
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
-from prism_challenge.sandbox.faults import host_fault
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.harness.axes import step_rows
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
@@ -62,9 +61,11 @@ from prism_challenge.sandbox.replay import (
     compare_batches,
     compare_probes,
     compare_snapshots,
+    plan_rng,
     probe_seconds,
     snapshot_tasks,
 )
+from prism_challenge.sandbox.sampling import keep_rate
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.sandbox.torch_support import check_torch
@@ -189,6 +190,9 @@ class Runner:
         self.vocab_size = self.train.manifest.vocab_size
         self.order = LaneOrder(self.budget_rows, c.stream_lanes)
         self.budget = budget_of(self.train, c.seq_len, self.order, self.separator_id)
+        v = settings.verification
+        self.keep_rate = keep_rate(v.kept_positions, self.budget_rows * c.seq_len,
+                                   v.keep_rate_max)
         if self.val.n_rows(c.seq_len) < 2:
             raise ValueError(f"the val split holds fewer than two rows of seq_len {c.seq_len}"
                              " + 1 tokens")
@@ -285,13 +289,13 @@ class Runner:
 
     def _feeder_plan(self, secret: bytes, early_stop: EarlyStopPlan | None = None
                      ) -> FeederPlan:
-        c, v = self.settings.challenge, self.settings.verification
+        c = self.settings.challenge
         return FeederPlan(
             seq_len=c.seq_len, vocab_size=self.vocab_size, separator_id=self.separator_id,
             param_cap=c.param_cap, token_budget=self.budget_rows * c.seq_len,
             budget_rows=self.budget_rows, deadline_s=c.deadline_s,
             world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
-            sample_rows=v.sample_rows, lanes=c.stream_lanes, early_stop=early_stop,
+            keep_rate=self.keep_rate, lanes=c.stream_lanes, early_stop=early_stop,
             gpus=len(self.devices()) if self.cuda_required else 0,
         )
 
@@ -355,7 +359,7 @@ class Runner:
                                            cancel)
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
-        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
+        exit_reason, exit_detail = _exit_of(train_result, feeder)
         stopped = _stopped_early(feeder, early_stop, self.budget_rows)
         if stopped is not None and exit_reason == "ok":
             exit_detail = (f"stopped early at {stopped.checkpoint:.0%} of the budget: "
@@ -385,7 +389,7 @@ class Runner:
             axes=axes, eval=eval_result, exit_reason=exit_reason,
             exit_detail=exit_detail, limits_hit=limits_hit, startup_s=round(startup, 3),
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
-            lanes=c.stream_lanes, sample_rows=self.settings.verification.sample_rows,
+            lanes=c.stream_lanes, keep_rate=self.keep_rate,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
             placement=self.placement(), stopped_early=stopped,
         )
@@ -491,20 +495,19 @@ class Runner:
                *, cancel: threading.Event | None = None) -> ReplayRecord:
         """Re-run a scored run with checks drawn now; raises `Cancelled` on shutdown."""
         cancel = cancel or threading.Event()
-        if not record.sample_secret or record.lanes != self.settings.challenge.stream_lanes:
+        if (not record.sample_secret or not record.keep_rate
+                or record.lanes != self.settings.challenge.stream_lanes):
             raise ValueError("this record predates contender replay or was made with another "
                              "stream order; re-evaluate the submission")
         v = self.settings.verification
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         name = f"prism-{record.digest[:12]}-replay"
-        checks = choose_checks(record, np.random.default_rng(secrets.randbits(128)),
-                               probe_fraction=v.probe_fraction, probe_min=v.probe_min_steps,
-                               probe_max=v.probe_max_steps, snapshots=v.snapshot_steps)
         secret = bytes.fromhex(record.sample_secret)
+        checks = choose_checks(record, plan_rng(secret), snapshots=v.snapshot_steps)
         plan = self._feeder_plan(secret)
         plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
-                                   sample_rows=record.sample_rows)
+                                   keep_rate=record.keep_rate)
         self.on_event("replaying the run with checks drawn now")
         t0 = time.monotonic()
         feeder, train_result = self._train(paths, name, plan, cancel, replay=checks)
@@ -531,10 +534,12 @@ class Runner:
             eval_s = result.wall_s
             compare_snapshots(record, server.answers, snapshots)
             answered = {a.task.tag[:2] for a in server.answers}
+            # a rank may hold no kept position at a snapshotted step: nothing to answer
+            held = {(b.step, b.rank) for b in record.batches if b.sample}
             missing += [f"the eval sandbox did not re-predict step {k[0]} rank {k[1]}: "
                         f"{result.cause} {'; '.join(server.problems)[:300]}"
-                        for k in names if k not in answered]
-        exit_reason, exit_detail = _exit_of(train_result, feeder, on_gpus=bool(self.devices()))
+                        for k in names if k in held and k not in answered]
+        exit_reason, exit_detail = _exit_of(train_result, feeder)
         reached = max((s.step for s in served if s.nats is not None), default=-1)
         if reached < checks.last_step and feeder.state.diverged is None:
             missing.append(f"the replay stopped at step {reached}, before step "
@@ -583,12 +588,12 @@ def _telemetry(raw) -> list[TelemetryPoint]:
     return points
 
 
-def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) -> tuple[str, str]:
+def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
     """Why the training run ended, from the sandbox's cause and the harness's own report.
 
-    On GPUs, a crash whose error shows a host fault (driver, ECC, NCCL system error, lost
-    device) is infrastructure: requeued elsewhere, never charged to the miner. On a CPU slot
-    no such error can be the host's, so none is believed.
+    A crash is the miner's here whatever its text says (a driver error can be printed by
+    anyone): only the host's own evidence, the kernel's Xids for the slot's GPUs or a failing
+    health probe after the run (`validator/rotation.py`), turns it into infrastructure.
     """
     if feeder.state.infra_error is not None:
         return "infra", feeder.state.infra_error
@@ -600,11 +605,7 @@ def _exit_of(result: SandboxResult, feeder: Feeder, *, on_gpus: bool = False) ->
     if "contract" in statuses:
         return "contract", details
     if "crash" in statuses or result.cause == "crash" or not finishes:
-        tail = result.output[-1500:] if not details else details
-        fault = host_fault(f"{details}\n{result.output}") if on_gpus else None
-        if fault is not None:
-            return "infra", f"host fault ({fault.kind}): {fault.evidence}"
-        return "crash", tail
+        return "crash", result.output[-1500:] if not details else details
     if feeder.state.next_position >= feeder.plan.budget_rows:
         return "ok", ""
     cut = feeder.state.deadline_cut_row

@@ -24,22 +24,32 @@ class Verdict(BaseModel):
     reasons: list[str]
 
 
-def _positions(name: str, checked: CheckedPositions, v: VerificationSettings) -> list[str]:
-    reasons = []
-    allowed = math.floor(v.max_mismatch_fraction * checked.compared)
-    if checked.compared == 0:
-        reasons.append(f"{name}: no kept position could be re-predicted")
-    if checked.mismatched > allowed:
-        ex = checked.examples[0] if checked.examples else None
-        where = (f"; e.g. step {ex.step} rank {ex.rank} row {ex.row} position {ex.position}: "
-                 f"reported {ex.recorded:.4f} nats, {ex.recomputed:.4f} without its target"
-                 if ex else "")
-        reasons.append(f"{name}: {checked.mismatched} of {checked.compared} positions "
-                       f"disagree with the original run{where}")
-    if not checked.mean_diff <= v.mean_tol:
-        reasons.append(f"{name}: without their targets the positions cost {checked.mean_diff:.4f}"
-                       f" nats more on average than the original run reported")
-    return reasons
+def _mean(name: str, checked: CheckedPositions, v: VerificationSettings) -> list[str]:
+    if checked.compared and not checked.mean_diff <= v.mean_tol:
+        return [f"{name}: without their targets the positions cost {checked.mean_diff:.4f}"
+                f" nats more on average than the original run reported"]
+    return []
+
+
+def _allowance(replay: ReplayRecord, settings: VerificationSettings) -> list[str]:
+    """The mismatch allowance is sized on every position compared, probes and snapshots
+    together: a peek's kept positions fall in either, in proportion to the tokens peeked."""
+    compared = replay.probes.compared + replay.snapshots.compared
+    mismatched = replay.probes.mismatched + replay.snapshots.mismatched
+    if compared == 0:
+        return ["positions: no kept position could be re-predicted"]
+    allowed = math.floor(settings.max_mismatch_fraction * compared)
+    if mismatched <= allowed:
+        return []
+    examples = replay.probes.examples + replay.snapshots.examples
+    ex = examples[0] if examples else None
+    where = (f"; e.g. step {ex.step} rank {ex.rank} row {ex.row} position {ex.position}: "
+             f"reported {ex.recorded:.4f} nats, {ex.recomputed:.4f} without its target"
+             if ex else "")
+    return [f"positions: {mismatched} of {compared} kept positions disagree with the "
+            f"original run (probes {replay.probes.mismatched} of {replay.probes.compared}, "
+            f"snapshots {replay.snapshots.mismatched} of {replay.snapshots.compared}; "
+            f"{allowed} allowed){where}"]
 
 
 def verdict(replay: ReplayRecord, settings: VerificationSettings) -> Verdict:
@@ -55,6 +65,7 @@ def verdict(replay: ReplayRecord, settings: VerificationSettings) -> Verdict:
             f"replay: {replay.batch_mismatch_count} of {replay.batches_compared} batch losses "
             f"were not reproduced (e.g. step {m.step} rank {m.rank}: {m.original:.6g} then "
             f"{m.replay if m.replay is None else format(m.replay, '.6g')} nats)")
-    reasons += _positions("probe", replay.probes, settings)
-    reasons += _positions("snapshot", replay.snapshots, settings)
+    reasons += _allowance(replay, settings)
+    reasons += _mean("probe", replay.probes, settings)
+    reasons += _mean("snapshot", replay.snapshots, settings)
     return Verdict(passed=not reasons, reasons=reasons)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import func, select
 
@@ -29,6 +30,7 @@ from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.early_stop import EarlyStopPlan
 from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
@@ -42,6 +44,7 @@ from prism_challenge.validator.recovery import SHUTDOWN_REASON
 from prism_challenge.validator.rotation import Rotation
 
 log = logging.getLogger("prism.validator")
+R = TypeVar("R", RunRecord, ReplayRecord)
 
 
 class EvaluationWorker:
@@ -130,9 +133,12 @@ class EvaluationWorker:
             record = RunRecord.model_validate(rec.record)
         run_dir = self.work_dir / f"{sid}-replay"
         log.info("submission %s: contender replay", sid)
+        started = time.monotonic()
         try:
             with self._lease():
                 replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
+                # infra only on the host's evidence; a retry meets the same plan anyway
+                replay = self._blame_host(replay, started)
             result = verdict(replay, self.settings.verification)
         except Cancelled:
             with self.store.session() as s:
@@ -196,9 +202,10 @@ class EvaluationWorker:
         entry, record = leader
         return self.runner.early_stop_plan(entry.bpb, entry.submission_id, record)
 
-    def _blame_host(self, record: RunRecord, started: float) -> RunRecord:
-        """A crash or a hang on a slot whose GPUs logged a hardware Xid meanwhile, or whose
-        probe now fails, was the host's: it becomes infra."""
+    def _blame_host(self, record: R, started: float) -> R:
+        """A crash or a hang (of a run or a replay) on a slot whose GPUs logged a hardware
+        Xid meanwhile, or whose probe now fails, was the host's: it becomes infra. Nothing
+        the sandbox printed counts."""
         if self.rotation is None or record.exit_reason not in ("crash", "deadline"):
             return record
         evidence = self.rotation.host_evidence(self.slot, started - 1.0)

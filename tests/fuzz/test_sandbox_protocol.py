@@ -275,7 +275,7 @@ def new_feeder(train: TokenStream, sockets: Path) -> Feeder:
     plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
                       separator_id=train.manifest.separator_id, param_cap=10**6,
                       token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=2,
-                      sample_secret=b"s" * 32, sample_rows=4, lanes=8)
+                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
     return Feeder(train, plan, sockets / f"feeder-{next(_counter)}.sock")
 
 

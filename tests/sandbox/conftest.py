@@ -29,3 +29,19 @@ def run(runner, tmp_path):
         return (r or runner).run(files, digest_of(files), tmp_path / "run")
 
     return _run
+
+
+@pytest.fixture
+def feeder(prepared_data, tmp_path):
+    """A real feeder on the prepared train split: 64 rows of 32, one rank, keep rate 0.05."""
+    from prism_challenge.data import TokenStream
+    from prism_challenge.sandbox.feeder import Feeder, FeederPlan
+
+    train = TokenStream.open(prepared_data, "train")
+    plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
+                      separator_id=train.manifest.separator_id, param_cap=10**6,
+                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=1,
+                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
+    f = Feeder(train, plan, tmp_path / "feeder.sock")
+    yield f
+    f.close()

@@ -45,7 +45,7 @@ def test_two_ranks_are_stopped_on_the_reported_stretch(prepared_data, tmp_path):
     plan = FeederPlan(seq_len=T, vocab_size=train.manifest.vocab_size,
                       separator_id=train.manifest.separator_id, param_cap=10**6,
                       token_budget=T * ROWS, budget_rows=ROWS, deadline_s=30.0, world_size=2,
-                      sample_secret=b"s" * 32, sample_rows=4, lanes=16, early_stop=early)
+                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=16, early_stop=early)
     feeder = Feeder(train, plan, tmp_path / "feeder.sock")
     r0, r1 = _rank(feeder.path, 0), _rank(feeder.path, 1)
     try:

@@ -11,21 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from prism_challenge.data import TokenStream
 from prism_challenge.sandbox import protocol
-from prism_challenge.sandbox.feeder import MAX_FINISH_BYTES, Feeder, FeederPlan
-
-
-@pytest.fixture
-def feeder(prepared_data, tmp_path):
-    train = TokenStream.open(prepared_data, "train")
-    plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
-                      separator_id=train.manifest.separator_id, param_cap=10**6,
-                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=1,
-                      sample_secret=b"s" * 32, sample_rows=4, lanes=8)
-    f = Feeder(train, plan, tmp_path / "feeder.sock")
-    yield f
-    f.close()
+from prism_challenge.sandbox.feeder import MAX_FINISH_BYTES
+from prism_challenge.sandbox.sampling import kept_positions
 
 
 def _client(feeder) -> socket.socket:
@@ -80,11 +68,15 @@ def test_losses_are_summed_by_the_feeder_over_scored_targets_only(feeder):
     reply, payload = protocol.recv(s)
     rows = np.frombuffer(payload, dtype="<i4").reshape(4, 33)
     losses = np.full((4, 32), 2.0, dtype="<f4")
+    losses[:, ::2] = 3.0  # kept losses are read at their own positions
     protocol.send(s, {"op": "loss", "rank": 0, "step": 0}, losses.tobytes())
     protocol.send(s, {"op": "next", "rank": 0, "step": 1, "rows": 4})
     protocol.recv(s)
     [served] = feeder.reported()
     scored = rows[:, 1:] != feeder.plan.separator_id
     assert served.tokens == reply["tokens"] == int(scored.sum())
-    assert served.nats == pytest.approx(2.0 * served.tokens)
-    assert served.sample == [2.0] * 4
+    assert served.nats == pytest.approx(float(losses[scored].sum()))
+    kept_rows, kept_pos = kept_positions(feeder.plan.sample_secret, served.position, 4, 32,
+                                         feeder.plan.keep_rate)
+    assert len(kept_rows) >= 1
+    assert served.sample == [3.0 if p % 2 == 0 else 2.0 for p in kept_pos.tolist()]

@@ -46,7 +46,7 @@ def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
     # side depends on where the stateful guard chose to peek in each run): 4.5-7 nats seen,
     # where the drift of the weights after a peek moves a loss by a few tenths at most
     assert any(abs(e.recorded - e.recomputed) > 1 for e in replay.probes.examples)
-    assert any(r.startswith("probe:") for r in v.reasons)
+    assert any(r.startswith("positions:") for r in v.reasons)
 
 
 def test_snapshot_and_timing_aware_peeker_fails_the_replay(verify):

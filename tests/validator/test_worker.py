@@ -175,7 +175,7 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
     assert _verification(store, cheat) == ("queued", 0, None)  # ... and would lead
     assert worker.run_once() == cheat
     status, _, reason = _verification(store, cheat)
-    assert status == "failed" and "probe:" in reason
+    assert status == "failed" and "positions:" in reason
     with store.session() as s:
         board = load_leaderboard(s, settings.scoring)
     assert board.leader.submission_id == honest

@@ -219,11 +219,24 @@ class TrainContext:
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:
         """Losses at the asked positions, predicted from inputs cut right after each one
         (the target and everything later replaced), with the RNG and buffers this step's
-        scored forward will see: an honest causal model gives exactly its scored losses."""
+        scored forward will see: an honest causal model gives exactly its scored losses.
+        A row may hold several asked positions: one forward per round, each row cut once."""
+        from prism_challenge.sandbox.sampling import rounds
+
+        out = [0.0] * len(probe["rows"])
+        for group in rounds(probe["rows"], probe["positions"]):
+            rows = [probe["rows"][i] for i in group]
+            positions = [probe["positions"][i] for i in group]
+            for i, v in zip(group, self.__probe_round(forward, inputs, targets, rows,
+                                                      positions, amp_dtype), strict=True):
+                out[i] = v
+        return out
+
+    def __probe_round(self, forward, inputs, targets, rows, positions, amp_dtype):
         import torch
 
-        idx = torch.tensor(probe["rows"], dtype=torch.long, device=inputs.device)
-        pos = torch.tensor(probe["positions"], dtype=torch.long, device=inputs.device)
+        idx = torch.tensor(rows, dtype=torch.long, device=inputs.device)
+        pos = torch.tensor(positions, dtype=torch.long, device=inputs.device)
         cut = inputs.clone()
         after = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
         cut[idx] = torch.where(after, torch.full_like(cut[idx], self.__sep), cut[idx])
