@@ -33,8 +33,13 @@ def endpoint_of(network: str) -> str:
 
 
 def network_error(network: str) -> str | None:
-    """None for a network bittensor can connect to, else one line naming the valid ones."""
-    from bittensor.settings import NETWORKS
+    """None for a network bittensor can connect to, else one line naming the valid ones.
+    Without bittensor (a base install: config and store only) there is nothing to check
+    against; every command that reaches a chain needs the [miner] extra and checks there."""
+    try:
+        from bittensor.settings import NETWORKS
+    except ImportError:
+        return None
 
     if network in NETWORKS or network.startswith(("ws://", "wss://")):
         return None

@@ -17,7 +17,7 @@ def test_no_file_cites_a_document_or_issue_outside_the_repository():
     hits = []
     for name in files:
         path = ROOT / name
-        if name.endswith((".lock", ".png")) or not path.is_file():
+        if name.endswith((".lock", ".png")) or not path.is_file() or path == Path(__file__):
             continue
         try:
             text = path.read_text("utf-8")

@@ -71,3 +71,24 @@ def test_the_harness_imports_and_the_validator_does_not(inside):
     assert imports["prism_challenge.sandbox.runner"] == "ModuleNotFoundError"
     assert imports["prism_challenge.config.settings"] == "ModuleNotFoundError"
     assert imports["prism_challenge.sandbox.heldout"] == "ModuleNotFoundError"
+
+
+def test_every_prism_module_a_harness_file_imports_is_bound():
+    """Lazy imports too (inside functions): a module the harness reaches at run time but the
+    sandbox lacks fails only when that code path runs (a replay's probe, say)."""
+    import ast
+
+    package = _package_dir()
+    bound = {f.relative_to(package).with_suffix("").as_posix().replace("/", ".")
+             for f in harness_files(package)}
+    missing = set()
+    for f in harness_files(package):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name.startswith("prism_challenge."):
+                    rel = name.removeprefix("prism_challenge.")
+                    if rel not in bound and f"{rel}.__init__" not in bound:
+                        missing.add(f"{f.name} imports {name}")
+    assert missing == set()

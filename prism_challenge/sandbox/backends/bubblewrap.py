@@ -57,8 +57,9 @@ def harness_files(package: Path) -> list[Path]:
     enters a sandbox, so a model cannot read how it is judged from inside one. Sources only:
     compiled caches would expose the names of the modules that are left out.
     """
+    # sampling.py: which kept positions a probe cuts together (the secret never enters)
     names = ["__init__.py", "sandbox/__init__.py", "sandbox/protocol.py",
-             "sandbox/health_probe.py"]
+             "sandbox/health_probe.py", "sandbox/sampling.py"]
     names += sorted(f"sandbox/harness/{p.name}" for p in (package / "sandbox/harness")
                     .glob("*.py"))
     return [package / n for n in names]
