@@ -226,7 +226,7 @@ class EvaluationWorker:
             log.warning("submission %s: host fault on %s, requeued for another slot: %s",
                         sid, self.slot.describe(), detail[:300])
             transition(s, sid, Status.QUEUED, expected=Status.RUNNING,
-                       reason=f"infra: {detail} (slot {self.slot.index})"[:500])
+                       reason=f"infra: {detail[:460]} (slot {self.slot.index})")
             return
         log.error("submission %s: host faults on slots %s; failed as an infrastructure "
                   "failure, not charged to the miner", sid, faulted)

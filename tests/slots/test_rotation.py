@@ -125,17 +125,41 @@ def test_memory_in_use_on_a_gpu_fails_its_probe(node, gpu_host):
     assert not bad.ok and bad.problems == (f"GPU {uuid(1)}: 40000 of 81559 MiB already in use",)
 
 
-def test_a_cuda_fault_on_one_slot_is_requeued_elsewhere_and_never_charged(node, live_server):
+@pytest.fixture
+def kernel_log(tmp_path, monkeypatch):
+    """The kernel's log (/dev/kmsg) at the lowest seam: `xid(gpu, code)` logs a driver Xid for
+    fake GPU `gpu`, stamped a minute ahead so that it falls inside the run that follows; the
+    rotation reads it like the real one."""
+    from prism_challenge.sandbox import faults
+
+    path = tmp_path / "kmsg"
+    path.write_text("")
+    monkeypatch.setattr("prism_challenge.validator.rotation.kernel_xids",
+                        lambda bus_ids, since: faults.kernel_xids(bus_ids, since, kmsg=path))
+
+    def xid(gpu: int, code: int = 48) -> None:
+        usec = int((time.monotonic() + 60) * 1e6)
+        with path.open("a") as fh:
+            fh.write(f"3,{usec},{usec},-;NVRM: Xid (PCI:0000:{0x18 + gpu:02x}:00): {code}, "
+                     "pid=1234, name=python, An uncorrectable double bit error\n")
+
+    return xid
+
+
+def test_a_host_fault_on_one_slot_is_requeued_elsewhere_and_never_charged(node, live_server,
+                                                                          kernel_log):
+    """The host says so (the kernel logged an ECC Xid for GPU 0 during the run): the crash is
+    infra, requeued on the other slot. The text the run printed decides nothing."""
     n = node()
     sid = n.queue(_training(f"    if os.environ['CUDA_VISIBLE_DEVICES'] == '{uuid(0)}':\n"
                             f"        raise {ECC}\n    _honest(ctx)\n"), "b")
+    kernel_log(0)
     assert n.workers[0].run_once() == sid
     status, attempts, reason = n.row(sid)
     assert (status, attempts) == ("queued", 1) and n.scores(sid) == 0
-    assert reason.startswith("infra: host fault (gpu): RuntimeError: CUDA error: uncorrectable "
-                             "ECC error encountered")
-    assert reason.endswith("(slot 0)")
-    assert n.workers[0].run_once() is None  # slot 1 has not tried it yet: left to slot 1
+    assert reason.startswith("infra: host fault: NVRM: Xid (PCI:0000:18:00): 48")
+    assert "the run ended with crash" in reason and reason.endswith("(slot 0)")
+    assert n.workers[0].run_once() is None  # slot 0 is out of rotation after the Xid
     assert n.workers[1].run_once() == sid
     assert n.row(sid)[0] == "scored" and n.scores(sid) == 1
     first, second = n.records(sid)
@@ -144,17 +168,30 @@ def test_a_cuda_fault_on_one_slot_is_requeued_elsewhere_and_never_charged(node, 
     assert 'prism_slot_host_faults_total{slot="0"} 1.0' in n.metrics(live_server)
 
 
-def test_a_fault_on_every_slot_ends_as_an_infra_failure_not_a_miner_failure(node):
+def test_a_fault_on_every_slot_ends_as_an_infra_failure_not_a_miner_failure(node, kernel_log):
     n = node(infra_retries=1)
     sid = n.queue(_training(f"    raise {ECC}\n"), "c")
+    kernel_log(0)
+    kernel_log(1)
     assert n.workers[0].run_once() == sid
     assert n.row(sid)[0] == "queued"
     assert n.workers[1].run_once() == sid
     status, attempts, reason = n.row(sid)
     assert (status, attempts) == ("failed", 2)
-    assert reason.startswith("infra failure: host faults on slots [0, 1]: host fault (gpu)")
+    assert reason.startswith("infra failure: host faults on slots [0, 1]: host fault: NVRM: Xid")
     assert n.scores(sid) == 0
     assert [r["exit_reason"] for r in n.records(sid)] == ["infra", "infra"]
+
+
+def test_the_same_crash_text_without_host_evidence_is_the_miners(node):
+    """A bundle that prints a driver error to re-roll its run gains nothing: no Xid, a
+    passing probe, so the crash is charged."""
+    n = node()
+    sid = n.queue(_training(f"    raise {ECC}\n"), "e")
+    assert n.workers[0].run_once() == sid
+    assert n.row(sid)[:2] == ("scored", 1)
+    (record,) = n.records(sid)
+    assert record["exit_reason"] == "crash"
 
 
 def test_the_miners_own_crash_is_charged_on_a_gpu_slot(node):
