@@ -95,5 +95,6 @@ def validator(
              f"{settings.data.manifest} --out {settings.data.root}")
     except ValueError as exc:
         fail(str(exc))
-    typer.echo(chain_line(settings, node.chain.head()), err=True)
+    # through the node's log (one JSON object a line when not on a terminal)
+    logging.getLogger("prism.validator").info(chain_line(settings, node.chain.head()))
     node.run_forever()

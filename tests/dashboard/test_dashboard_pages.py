@@ -140,8 +140,8 @@ def test_submission_page_draws_the_learning_curve(store, serve):
     assert (score["bpb"], score["held-out Δ"], score["eligible"]) == ("1.500000", "0.750000",
                                                                       "eligible")
     assert score["corpus"] == "demo corpus: development scores only"
-    assert (score["heldout_bpb"], score["heldout_se"], score["gap_bound"]) == ("1.25", "0.02",
-                                                                               "-0.03")
+    assert (score["heldout_bpb"], score["heldout_se"], score["gap_bound"]) == (
+        "1.250000", "0.020000", "-0.030000")
     assert EVIL_NAME not in html and "&lt;script&gt;" in html
 
 
