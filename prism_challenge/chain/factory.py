@@ -51,9 +51,11 @@ def local_metagraph(settings: Settings) -> StaticMetagraph:
 
 
 def connect(settings: Settings, *, substrate: bittensor.Substrate | None = None,
-            status: ChainStatus | None = None) -> ChainAccess:
+            status: ChainStatus | None = None, read_only: bool = False) -> ChainAccess:
     """Online: reads the metagraph once (a chain down at start-up leaves it empty and
-    stale; intake answers 503 until it can be read). `substrate` is bittensor's test seam."""
+    stale; intake answers 503 until it can be read). `substrate` is bittensor's test seam.
+    `read_only` (commands that only show): a local ledger that does not exist is not
+    created."""
     chain = settings.chain
     status = status or ChainStatus()
     if chain.mode == "online":
@@ -63,5 +65,5 @@ def connect(settings: Settings, *, substrate: bittensor.Substrate | None = None,
         metagraph.refresh(force=True)
         return ChainAccess(metagraph, OnlineSubnet(client, metagraph), client, status)
     metagraph = local_metagraph(settings)
-    return ChainAccess(metagraph, LocalLedger(Path(chain.local_ledger), metagraph),
-                       status=status)
+    ledger = LocalLedger(Path(chain.local_ledger), metagraph, create=not read_only)
+    return ChainAccess(metagraph, ledger, status=status)

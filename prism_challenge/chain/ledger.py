@@ -30,9 +30,14 @@ CREATE TABLE IF NOT EXISTS endpoints (
 
 
 class LocalLedger:
-    def __init__(self, path: Path, metagraph: MetagraphView | None = None) -> None:
+    def __init__(self, path: Path, metagraph: MetagraphView | None = None, *,
+                 create: bool = True) -> None:
+        """`create=False` (read-only commands): a ledger file that does not exist stays
+        absent, and reads answer as an empty chain (`exists` is False, `block` None)."""
         self.path = Path(path)
         self.metagraph = metagraph
+        if not create and not self.path.exists():
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as conn:
             conn.executescript(_SCHEMA)
@@ -56,13 +61,20 @@ class LocalLedger:
             conn.execute("COMMIT")
             return block
 
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
     def _read(self, sql: str, *params: object) -> list[tuple]:
+        if not self.exists:
+            return []
         with closing(self._connect()) as conn:
             return conn.execute(sql, params).fetchall()
 
     @property
-    def block(self) -> int:
-        return self._read("SELECT block FROM head")[0][0]
+    def block(self) -> int | None:
+        rows = self._read("SELECT block FROM head")
+        return rows[0][0] if rows else None
 
     def _uid(self, hotkey: str) -> int | None:
         return None if self.metagraph is None else self.metagraph.uid_of(hotkey)

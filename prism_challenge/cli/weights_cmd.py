@@ -53,10 +53,15 @@ def _chain(settings: Settings, err: Console) -> ChainAccess:
             "so the whole weight goes to the burn uid"
         )
     try:
-        access = connect(settings)
+        access = connect(settings, read_only=True)  # showing the plan writes nothing
     except MetagraphFileError as exc:
         fail(str(exc))
-    err.print(plain(chain_line(settings, access.head())), highlight=False)
+    if chain.mode == "local" and not getattr(access.subnet, "exists", True):
+        err.print(plain(f"chain: no local chain yet ({chain.local_ledger} does not exist; "
+                        "`prism validator` or `prism submit` creates it); showing what this "
+                        "node would send"), highlight=False, soft_wrap=True)
+    else:
+        err.print(plain(chain_line(settings, access.head())), highlight=False)
     if access.metagraph.stale:
         access.close()
         fail(f"cannot read the metagraph of netuid {chain.netuid} on {chain.network}")

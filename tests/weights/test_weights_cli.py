@@ -130,3 +130,16 @@ def test_research_share_without_a_file_reads_the_registry_credits(node):
     # A fresh registry has credited nobody, so the research quarter burns with the rest.
     assert (plan["uids"], plan["weights_u16"]) == ([0, 2], [21845, 65535])
     assert plan["rows"][0]["reasons"] == ["burn: unassigned share 0.25"]
+
+
+def test_showing_weights_in_local_mode_writes_no_local_chain(node, tmp_path):
+    """A read-only command creates nothing: no ledger file, one line saying so instead."""
+    ledger = tmp_path / "ledger" / "local-chain.db"
+    cfg = node.parent / "ledger.yaml"
+    cfg.write_text(node.read_text().replace(
+        "chain:\n", f"chain:\n  local_ledger: {ledger}\n"))
+    out = _run("-m", "prism_challenge.cli", "weights", "-c", str(cfg), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["weights_u16"] == [21845, 65535]
+    assert f"no local chain yet ({ledger} does not exist" in out.stderr
+    assert not ledger.parent.exists()
