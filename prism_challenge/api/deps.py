@@ -43,3 +43,7 @@ class ApiDeps:
     signer: Any | None = None
     # Peer fetching outcomes (agreement.status.AgreementStatus), exposed at /metrics.
     agreement: Collector | None = None
+    # Online: turns a weights plan into the vector the chain would store (the subnet's max
+    # weight limit and min allowed weights; `weights.conform.AsSent`), so /v1/weights shows
+    # what is sent. None (local mode): the plan is shown as built.
+    as_sent: Callable[[Any], Any] | None = None

@@ -54,6 +54,7 @@ from prism_challenge.validator.rotation import Rotation
 from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
 from prism_challenge.weights.chain import WeightSetter
+from prism_challenge.weights.conform import AsSent
 
 log = logging.getLogger("prism.validator")
 
@@ -107,11 +108,18 @@ class ValidatorNode:
                        subnet=self.chain.subnet, chain_status=self.chain.status,
                        slots=collector,
                        cluster=None if self.cluster is None else self.cluster.usage,
-                       signer=self.wallet, agreement=self.agreement)
+                       signer=self.wallet, agreement=self.agreement,
+                       as_sent=self._as_sent())
         self.server = ApiServer(create_app(deps), settings.intake.host, settings.intake.port)
         self._threads: list[threading.Thread] = []
         self.url: str | None = None
         self._warned_unserved = False
+
+    def _as_sent(self) -> AsSent | None:
+        """Online, /v1/weights shows the plan as the chain would store it."""
+        if self.chain.client is None:
+            return None
+        return AsSent(self.chain.client, lambda: self.metagraph.uid_of(self.hotkey))
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> str:

@@ -11,6 +11,10 @@ cannot accept is refused here with its reason instead of failing every epoch.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 from bittensor.intents.weights import U16_MAX, clip_to_max_weight, normalize
 
 from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable, WeightsRules
@@ -55,3 +59,34 @@ def conform_online(plan: WeightPlan, client: ChainClient, self_uid: int | None) 
         return plan.model_copy(update={"as_sent": f"not conformed: the subnet's weight rules "
                                                   f"could not be read ({exc})"})
     return as_sent(plan, rules, self_uid)
+
+
+class AsSent:
+    """`conform_online` for a node's `/v1/weights`: the subnet's weight rules are read at
+    most once per `max_age_s` (a block is 12 s), so a polled route costs no chain read per
+    request; `self_uid` is read per call (this validator's uid can change)."""
+
+    def __init__(self, client: ChainClient, self_uid: Callable[[], int | None], *,
+                 max_age_s: float = 12.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.self_uid = self_uid
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._rules: tuple[float, WeightsRules] | None = None
+
+    def _rules_now(self) -> WeightsRules:
+        with self._lock:
+            now = self.clock()
+            if self._rules is None or now - self._rules[0] >= self.max_age_s:
+                self._rules = (now, self.client.weights_rules())
+            return self._rules[1]
+
+    def __call__(self, plan: WeightPlan) -> WeightPlan:
+        """The plan as the chain would store it. Raises WeightsImpossible."""
+        try:
+            rules = self._rules_now()
+        except ChainUnavailable as exc:
+            return plan.model_copy(update={"as_sent": f"not conformed: the subnet's weight "
+                                                      f"rules could not be read ({exc})"})
+        return as_sent(plan, rules, self.self_uid())

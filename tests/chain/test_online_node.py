@@ -87,6 +87,11 @@ def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
     assert weights.params["dests"] == [0] and weights.params["version_key"] == 1_000_000
     time.sleep(0.6)
     assert len(fake.sent("set_mechanism_weights")) == 1  # rate limited until block 1150
+    # /v1/weights shows the vector as conformed to the subnet's rules, as it was sent.
+    shown = httpx.get(f"{node.url}/v1/weights", timeout=10).json()
+    assert (shown["uids"], shown["weights_u16"]) == ([0], [65535]) == (
+        weights.params["dests"], weights.params["weights"])
+    assert shown["as_sent"] == "unchanged by the subnet's weight rules"
 
     # A miner commits on chain, then uploads: accepted with its commitment's block.
     miner = wallets["miner"]
