@@ -157,9 +157,15 @@ class ChainClient:
         return graph
 
     def commitments(self) -> dict[str, bittensor.NeuronCommitment]:
-        """Each hotkey's latest commitment on the subnet (with its commit block and uid)."""
-        return dict(self._run("commitments",
-                              lambda client: client.subnets.commitments(self.netuid)))
+        """Each hotkey's latest commitment on the subnet (with its commit block and uid), as
+        of the finalized head: precedence is read where no reorg can change it, so every
+        validator reads the same block and uid for a commitment, whenever it reads. A
+        commitment in a best block not finalized yet is not visible (intake waits for it)."""
+        async def read(client: bittensor.Client) -> dict[str, bittensor.NeuronCommitment]:
+            head = await client.finalized_block()
+            return dict(await client.subnets.commitments(self.netuid, block=head))
+
+        return self._run("commitments", read)
 
     def weights_rules(self) -> WeightsRules:
         async def read(client: bittensor.Client) -> WeightsRules:

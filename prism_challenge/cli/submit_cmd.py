@@ -118,6 +118,7 @@ def submit(
 
     from prism_challenge.chain.factory import connect
     from prism_challenge.chain.metagraph import MetagraphFileError
+    from prism_challenge.chain.online import CommitmentRefused
     from prism_challenge.chain.subtensor import ChainUnavailable
     from prism_challenge.submit import WalletError, load_wallet
 
@@ -143,7 +144,9 @@ def submit(
         targets = _targets(chain, url, settings.chain.netuid)
     except ChainUnavailable as exc:
         fail(f"the chain cannot be reached: {exc}", code=1)
-    except bittensor.BittensorError as exc:  # the chain's refusal (not registered, quota)
+    except CommitmentRefused as exc:  # the chain's refusal (not registered, quota)
+        fail(str(exc), code=1)
+    except bittensor.BittensorError as exc:
         fail(f"the commitment was refused: {exc}", code=1)
     finally:
         chain.close()

@@ -7,6 +7,14 @@ permit, axon, last weight update), its hyperparameters, the Commitments pallet, 
 effects of the extrinsics PRISM sends (weights, axon, commitment). Every submitted call is
 recorded in `extrinsics` so tests assert on the exact arguments bittensor composed.
 
+It refuses what subtensor refuses, with the pallet's error name: weights under the rate limit,
+below the version key, over the max weight limit or under min allowed weights; a timelocked
+commit beyond the unrevealed-commit limit; a ServeAxon inside the serving rate limit; a
+commitment from an unregistered hotkey, with too many fields, or over the hotkey's space
+quota for the current epoch (each commitment counts at least 100 bytes). Blocks have a
+finalized head `finality_lag` blocks behind the best one, reads at a block see that block's
+commitments, and `reorg()` replaces the best blocks after the finalized head.
+
 What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
 as bittensor's generated `Call` (module, function, params).
 """
@@ -67,6 +75,16 @@ class FakeSubstrate:
     drop: int = 0  # the next `drop` writes are dropped from the pool: they never come back
     signed_nonces: list[int] = field(default_factory=list)
     future_signed: int = 0  # writes signed above the chain's nonce (stuck)
+    finality_lag: int = 0  # the finalized head is this many blocks behind the best one
+    # Every commitment stored, in order (block, hotkey, registration): what a read pinned to
+    # an older block sees, and what a reorg moves.
+    commit_log: list[tuple[int, str, dict]] = field(default_factory=list)
+    max_space: int = 3100  # Commitments.MaxSpace: bytes per hotkey per epoch
+    max_fields: int = 3  # the pallet's MaxFields
+    used_space: dict[str, dict] = field(default_factory=dict)  # UsedSpaceOf per hotkey
+    max_unrevealed: int = 10  # unrevealed timelocked commits per hotkey
+    unrevealed: dict[str, list[int]] = field(default_factory=dict)  # hotkey -> reveal blocks
+    reorgs: int = 0
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
@@ -111,7 +129,46 @@ class FakeSubstrate:
 
     async def finalized_block_number(self) -> int:
         self._check_up()
-        return self.block
+        return self.finalized
+
+    @property
+    def finalized(self) -> int:
+        return max(0, self.block - self.finality_lag)
+
+    def _at(self, block_hash) -> int:
+        return self.block if block_hash is None else int(block_hash, 16)
+
+    def commitments_at(self, block: int) -> dict[str, dict]:
+        """Each hotkey's latest commitment as of `block` (the pallet keeps only the latest,
+        the log keeps the history a pinned read needs)."""
+        seen = {hk: reg for hk, reg in self.commitments.items() if reg["block"] <= block}
+        for at, hotkey, reg in self.commit_log:
+            if at <= block and (hotkey not in seen or at > seen[hotkey]["block"]):
+                seen[hotkey] = reg
+        return seen
+
+    def reorg(self) -> None:
+        """The best blocks after the finalized head are replaced by another fork: the
+        commitments they held are included again in the new blocks in the opposite order
+        (what came first on the abandoned fork comes last on the new one)."""
+        head = self.finalized
+        moved = [(at, hk, reg) for at, hk, reg in self.commit_log if at > head]
+        kept = [(at, hk, reg) for at, hk, reg in self.commit_log if at <= head]
+        blocks = sorted({at for at, _, _ in moved})
+        relabel = dict(zip(blocks, reversed(blocks), strict=True))
+        self.commit_log = kept
+        for hotkey in {hk for _, hk, _ in moved}:
+            self.commitments.pop(hotkey, None)
+        for at, hotkey, reg in sorted(moved, key=lambda x: relabel[x[0]]):
+            reg = {**reg, "block": relabel[at]}
+            self.commit_log.append((relabel[at], hotkey, reg))
+            self.commitments[hotkey] = reg
+        self.reorgs += 1
+
+    def epoch_index(self, block: int) -> int:
+        """The subnet's epoch at `block` (what the space quota is counted per)."""
+        tempo = self.hyper["Tempo"]
+        return (block + self.netuid + 1) // (tempo + 1)
 
     async def block_time(self) -> float:
         return 0.01
@@ -132,14 +189,18 @@ class FakeSubstrate:
             uid = self.uid_of(params[1])
             return None if uid is None else self.neurons[uid].axon
         if (module, storage_function) == ("Commitments", "CommitmentOf"):
-            return self.commitments.get(params[1])
+            return self.commitments_at(self._at(block_hash)).get(params[1])
+        if (module, storage_function) == ("Commitments", "MaxSpace"):
+            return self.max_space
+        if (module, storage_function) == ("Commitments", "UsedSpaceOf"):
+            return self.used_space.get(params[1])
         raise KeyError(f"the fake chain has no storage {module}.{storage_function}")
 
     async def query_map(self, module, storage_function, params=None, block_hash=None):
         self._check_up()
         self.reads.append((module, storage_function))
         if (module, storage_function) == ("Commitments", "CommitmentOf"):
-            return list(self.commitments.items())
+            return list(self.commitments_at(self._at(block_hash)).items())
         if (module, storage_function) == ("Commitments", "RevealedCommitments"):
             return []
         if (module, storage_function) == ("SubtensorModule", "Uids"):
@@ -226,11 +287,45 @@ class FakeSubstrate:
         return ExtrinsicResult(success=True, message="Success", block_hash=await self.block_hash())
 
     def _refusal(self, sent: Sent) -> str | None:
-        """The pallet error the real chain answers this weights call with, if any: the
-        version key, the rate limit, min allowed weights and the max weight limit (after
-        the chain's own normalization to a u16 sum)."""
+        """The pallet error the real chain answers this call with, if any."""
+        if sent.function == "set_commitment":
+            return self._commitment_refusal(sent)
+        if sent.function == "serve_axon":
+            axon = self.neurons[self.uid_of(sent.signer)].axon
+            served = (axon or {}).get("block") or 0
+            if served and self.block - served < self.hyper["ServingRateLimit"]:
+                return "ServingRateLimitExceeded"
+            return None
+        if sent.function == "commit_timelocked_mechanism_weights":
+            pending = [b for b in self.unrevealed.get(sent.signer, []) if b > self.block]
+            self.unrevealed[sent.signer] = pending
+            if len(pending) >= self.max_unrevealed:
+                return "TooManyUnrevealedCommits"
+            return None
         if sent.function != "set_mechanism_weights":
             return None
+        return self._weights_refusal(sent)
+
+    def _commitment_refusal(self, sent: Sent) -> str | None:
+        """Registered hotkeys only, at most `max_fields` fields, and the hotkey's bytes this
+        epoch (each commitment counts at least 100) within `max_space`."""
+        if self.uid_of(sent.signer) is None:
+            return "AccountNotAllowedCommit"
+        fields = sent.params["info"]["fields"]
+        if len(fields) > self.max_fields:
+            return "TooManyFieldsInCommitmentInfo"
+        size = max(100, sum(len(bytes(v)) for f in fields for v in f.values()))
+        epoch = self.epoch_index(self.block)
+        usage = self.used_space.get(sent.signer)
+        used = usage["used_space"] if usage and usage["last_epoch"] == epoch else 0
+        if used + size > self.max_space:
+            return "SpaceLimitExceeded"
+        self.used_space[sent.signer] = {"last_epoch": epoch, "used_space": used + size}
+        return None
+
+    def _weights_refusal(self, sent: Sent) -> str | None:
+        """The version key, the rate limit, min allowed weights and the max weight limit
+        (after the chain's own normalization to a u16 sum)."""
         uid, p = self.uid_of(sent.signer), sent.params
         if p["version_key"] < self.hyper["WeightsVersionKey"]:
             return "IncorrectWeightVersionKey"
@@ -254,6 +349,9 @@ class FakeSubstrate:
                                          strict=True))
         if sent.function in ("set_mechanism_weights", "commit_timelocked_mechanism_weights"):
             self.neurons[uid].last_update = self.block
+        if sent.function == "commit_timelocked_mechanism_weights":
+            reveal = self.block + self.hyper["Tempo"] * self.hyper["RevealPeriodEpochs"]
+            self.unrevealed.setdefault(sent.signer, []).append(reveal)
         elif sent.function == "serve_axon":
             p = sent.params
             self.neurons[uid].axon = {"ip": p["ip"], "port": p["port"], "ip_type": p["ip_type"],
@@ -262,8 +360,9 @@ class FakeSubstrate:
             # The pallet stores the info as sent; reads decode Raw bytes as 0x-hex.
             fields = [{k: "0x" + bytes(v).hex() for k, v in f.items()}
                       for f in sent.params["info"]["fields"]]
-            self.commitments[sent.signer] = {"deposit": 0, "block": self.block,
-                                             "info": {"fields": fields}}
+            reg = {"deposit": 0, "block": self.block, "info": {"fields": fields}}
+            self.commitments[sent.signer] = reg
+            self.commit_log.append((self.block, sent.signer, reg))
 
 
 def axon_of(address: str, block: int = 0) -> dict:
