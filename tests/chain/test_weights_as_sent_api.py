@@ -71,3 +71,32 @@ def test_a_plan_the_subnet_cannot_accept_is_a_clear_503(fake, client, store):
         r = httpx.get(f"{server.url}/v1/weights", timeout=30)
     assert r.status_code == 503 and r.json()["rule"] == "WEIGHTS_IMPOSSIBLE"
     assert "requires at least 8 non-zero weights (min_allowed_weights)" in r.json()["detail"]
+
+
+def test_prism_weights_prints_the_vector_a_capped_subnet_stores(fake, wallets, store,
+                                                                 tmp_path, monkeypatch):
+    """The command itself, online, over the strict fake (injected at the chain factory)."""
+    import json
+    from functools import partial
+
+    from typer.testing import CliRunner
+
+    import prism_challenge.chain.factory as factory
+    from prism_challenge.cli.app import app
+
+    fake.hyper["MaxWeightsLimit"] = 32768
+    _scored(store, wallets["miner"].hotkey.ss58_address)
+    validator = wallets["validator"]
+    cfg = tmp_path / "online.yaml"
+    cfg.write_text(
+        f"storage:\n  url: {store.url}\n"
+        f"chain:\n  mode: online\n  network: local\n  netuid: {NETUID}\n"
+        f"wallet:\n  name: {validator.name}\n  path: {validator.path}\n"
+        "weights:\n  winner_share: 0.9\n  research_share: 0.0\n  burn_uid: 0\n")
+    monkeypatch.setattr(factory, "connect", partial(factory.connect, substrate=fake))
+    out = CliRunner().invoke(app, ["weights", "-c", str(cfg), "--json"])
+    assert out.exit_code == 0, out.output
+    plan = json.loads(out.stdout)
+    assert (plan["uids"], plan["weights_u16"]) == ([0, 2], [65533, 65535])
+    assert plan["as_sent"].startswith("clipped to the subnet's max_weight_limit 32768/65535")
+    assert fake.extrinsics == []  # showing sends nothing
