@@ -3,12 +3,18 @@
 Plans the host's slots as the validator does (groups of `--nproc` GPUs, disjoint CPU cores),
 probes each slot's health, then runs the bundle through the real runner (bubblewrap, feeder,
 torchrun, eval sandbox) on one slot (k = 1) and on every slot at once (k = all), printing
-each run's wall time and training tokens/s. Last, the harness/bare per-step ratio on GPU 0:
-the same `train(ctx)` driven in-process (no sandbox, no socket) vs the harness run's own
-per-step times. On a machine without GPUs it says so and exits 0.
+each run's wall time, start-up and training tokens/s; replays the k = 1 run on the same
+stack and prints the verdict. Last, the harness/bare per-step ratio on GPU 0: the same
+`train(ctx)` driven in-process (no sandbox, no socket; the same autocast and compile, the
+same deterministic flags, the same rows) vs the harness run's own per-step times.
+
+Without a GPU it runs the bundle once on the CPU and prints the start-up figures (sandbox
+to first batch, eval sandbox), saying the GPU figures are unmeasured.
 
     python benchmarks/gpu_host.py [--bundle examples/baseline] [--steps 200] [--batch 16]
-                                  [--seq-len 256] [--nproc 1]
+                                  [--seq-len 256] [--nproc 1] [--data prism-data/data]
+    python benchmarks/gpu_host.py --bundle benchmarks/bundles/gpt100m --seq-len 1024 \
+                                  --steps 100 --data prism-data/data   # ~92M params, bf16
 """
 
 from __future__ import annotations
@@ -34,27 +40,26 @@ from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.slots import Slot, plan_slots
+from prism_challenge.scoring.verification import verdict
 
 TOKENS_PER_DOC = 150  # a low estimate for the synthetic corpus, so the budget always fits
+PARAM_CAP = 150_000_000  # room for the ~92M-parameter GPT in benchmarks/bundles/gpt100m
 
 
-def _gpus_or_exit():
+def _usable_gpus() -> tuple[list, str]:
+    """The host's GPUs, or none with the reason (the benchmark then measures the CPU)."""
     try:
         gpus = discover_gpus([])
     except Exception as exc:  # noqa: BLE001 - a broken driver is "no GPU" for this benchmark
-        print(f"gpu_host: cannot list GPUs ({exc}); nothing to measure")
-        sys.exit(0)
+        return [], f"cannot list GPUs ({exc})"
     if not gpus:
-        print("gpu_host: no GPU on this machine (nvidia-smi and torch.cuda see none); "
-              "nothing to measure")
-        sys.exit(0)
+        return [], "no GPU on this machine (nvidia-smi and torch.cuda see none)"
     import torch
 
     if torch.version.cuda is None or not torch.cuda.is_available():
-        print(f"gpu_host: {len(gpus)} GPU(s) listed but this torch ({torch.__version__}) cannot "
-              "use them; install the CUDA build to measure")
-        sys.exit(0)
-    return gpus
+        return [], (f"{len(gpus)} GPU(s) listed but this torch ({torch.__version__}) cannot "
+                    "use them; install the CUDA build to measure")
+    return gpus, ""
 
 
 def _runs(runner: Runner, slots: list[Slot], files, work: Path, label: str) -> list[RunRecord]:
@@ -88,6 +93,25 @@ def _runs(runner: Runner, slots: list[Slot], files, work: Path, label: str) -> l
     return out
 
 
+def _data(args, work: Path, budget_rows: int) -> Path:
+    if args.data is not None:
+        return args.data
+    docs = int(budget_rows * (args.seq_len + 1) / 0.8 / TOKENS_PER_DOC) + 200
+    source = write_jsonl(work / "docs.jsonl", english_like_documents(docs, seed=1))
+    prepare_data(small_spec([source]), work / "data")
+    return work / "data"
+
+
+def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: Path) -> None:
+    on = runner.on_slot(slot) if slot is not None else runner
+    replay = on.replay(files, record, work / "replay")
+    result = verdict(replay, runner.settings.verification)
+    print(f"replay on the same stack: {'passed' if result.passed else 'FAILED'} (batches "
+          f"{replay.batches_compared}, max rel diff {replay.batch_max_rel_diff:.2e}; probes "
+          f"{replay.probes.compared}, snapshots {replay.snapshots.compared}) "
+          f"{'; '.join(result.reasons)[:300]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", type=Path, default=Path("examples/baseline"))
@@ -95,21 +119,36 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="the bundle's batch size")
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--nproc", type=int, default=1, help="GPUs per slot (nproc_per_node)")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="a prepared data folder (e.g. the demo corpus at prism-data/data); "
+                         "default: a synthetic corpus built here")
     args = ap.parse_args()
-    gpus = _gpus_or_exit()
+    gpus, why = _usable_gpus()
     budget_rows = args.steps * args.batch
     settings = Settings(
         challenge={"seq_len": args.seq_len, "token_budget": budget_rows * args.seq_len,
-                   "deadline_s": 1800.0},
+                   "deadline_s": 1800.0, "param_cap": PARAM_CAP},
         sandbox={"nproc_per_node": args.nproc, "cpu_threads": 2, "memory_bytes": 32 * 2**30,
                  "disk_bytes": 8 * 2**30, "save_grace_s": 60.0},
     )
-    slots = plan_slots(settings, gpus, host_cpus())
     work = Path(tempfile.mkdtemp(prefix="prism-gpu-host-"))
-    docs = int(budget_rows * (args.seq_len + 1) / 0.8 / TOKENS_PER_DOC) + 200
-    source = write_jsonl(work / "docs.jsonl", english_like_documents(docs, seed=1))
-    prepare_data(small_spec([source]), work / "data")
+    data = _data(args, work, budget_rows)
     backend = make_backend("bubblewrap")
+    runner = Runner.from_data(settings, backend, data)
+    files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
+    if not gpus:
+        print(f"gpu_host: {why}; GPU figures unmeasured. On this CPU, bundle {args.bundle}, "
+              f"{args.steps} steps of {args.batch}x{args.seq_len}:")
+        record = runner.run(files, hashlib.sha256(b"".join(files.values())).hexdigest(),
+                            work / "cpu")
+        if record.exit_reason != "ok":
+            sys.exit(f"cpu run failed: {record.exit_reason} {record.exit_detail[:500]}")
+        print(f"start-up {record.startup_s:.2f} s to the first batch, train "
+              f"{record.train_s:.2f} s, eval sandbox {record.eval_s:.2f} s; stack "
+              f"{record.stack.model_dump(exclude_none=True) if record.stack else None}")
+        _replay(runner, None, files, record, work)
+        return
+    slots = plan_slots(settings, gpus, host_cpus())
     health = HealthCheck(settings, backend, work / "health")
     for slot in slots:
         h = health.check(slot)
@@ -117,16 +156,15 @@ def main() -> None:
               f"in {h.seconds:.1f} s")
         if not h.ok:
             sys.exit(1)
-    runner = Runner.from_data(settings, backend, work / "data")
-    files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
     print(f"{len(gpus)} GPU(s), {len(slots)} slot(s) of {args.nproc}; bundle {args.bundle}, "
           f"{args.steps} steps of {args.batch}x{args.seq_len}")
     (one,) = _runs(runner, slots[:1], files, work, "k=1  ")
+    _replay(runner, slots[0], files, one, work)
     _runs(runner, slots, files, work, f"k={len(slots)}  ")
     if len(one.batches) < WARMUP + 2:
         sys.exit("too few steps for a per-step figure; raise --steps")
     harness_step = per_step([b.t for b in one.batches if b.rank == 0])
-    stream = TokenStream.open(work / "data", "train")
+    stream = TokenStream.open(data, "train")
     bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
     bare_step = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
     print(f"per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness {harness_step * 1e3:.2f} "

@@ -30,6 +30,7 @@ from prism_challenge.data import TokenStream, prepare_data
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.harness.lm_loss import token_nats
+from prism_challenge.sandbox.harness.seeding import make_deterministic
 from prism_challenge.sandbox.runner import Runner
 
 WARMUP = 5
@@ -43,10 +44,13 @@ def _load(path: Path, name: str):
 
 
 class BareContext:
-    """The ctx contract without the harness: rows straight from the stream, same loss.
+    """The ctx contract without the harness: rows straight from the stream, the same loss,
+    the same autocast and compile the bundle asks for, under the sandbox's deterministic
+    flags (set by `_bare`), so both sides run the same kernels.
 
-    On a GPU each step's time is taken after a synchronize (the harness syncs one step late
-    when it reports the loss), so both sides time finished work.
+    Neither side waits for the GPU per step (the harness reads each step's losses two steps
+    late, harness/offload.py): the device is synchronised only where the measured stretch
+    starts (after the warm-up) and where it ends, so both sides time finished work.
     """
 
     def __init__(self, model, stream, seq_len, budget_rows, sep, device=torch.device("cpu")):
@@ -63,22 +67,26 @@ class BareContext:
         pass
 
     def batches(self, batch_size, *, autocast_dtype=None, compile=False):
+        forward = torch.compile(self.model) if compile else self.model
         row = 0
         while row < self.budget_rows:
             n = min(batch_size, self.budget_rows - row)
-            block = torch.from_numpy(self.stream.rows(self.seq_len, row, n).astype(np.int64))
-            block = block.to(self.device)
+            block = self.stream.rows(self.seq_len, row, n)
+            tokens = int((block[:, 1:] != self.sep).sum())  # counted on the host, as the feeder
+            block = torch.from_numpy(block.astype(np.int64)).to(self.device, non_blocking=True)
             row += n
-            x, y = block[:, :-1], block[:, 1:]
+            x, y = block[:, :-1].clone(), block[:, 1:]
             self.model.train()
-            nats = token_nats(self.model(x), y, self.sep).sum()
-            tokens = int((y != self.sep).sum())
-            self._stamp()
-            yield SimpleNamespace(inputs=x, targets=y, loss=nats / max(tokens, 1))
-        self._stamp()
+            with torch.autocast(device_type=self.device.type, dtype=autocast_dtype,
+                                enabled=autocast_dtype is not None):
+                logits = forward(x)
+            nats = token_nats(logits, y, self.sep).sum()
+            self._stamp(sync=len(self.times) == WARMUP)
+            yield SimpleNamespace(inputs=x, targets=y.clone(), loss=nats / max(tokens, 1))
+        self._stamp(sync=True)
 
-    def _stamp(self) -> None:
-        if self.device.type == "cuda":
+    def _stamp(self, sync: bool) -> None:
+        if sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.times.append(time.perf_counter())
 
@@ -135,7 +143,9 @@ def main() -> None:
 
 
 def _bare(args, settings, train_stream, budget_rows, device="cpu") -> float:
-    torch.manual_seed(settings.challenge.seed)
+    # the sandbox's deterministic flags and seeds, as the harness sets them before the
+    # miner's code (torch's thread count is the benchmark's own, set in main)
+    make_deterministic(settings.challenge.seed, torch.get_num_threads())
     arch = _load(args.bundle / "architecture.py", "bench_architecture")
     ctx_build = SimpleNamespace(vocab_size=train_stream.manifest.vocab_size,
                                 seq_len=args.seq_len, max_params=settings.challenge.param_cap)

@@ -26,6 +26,7 @@ import numpy as np
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.early_stop import Decision, EarlyStopPlan, Watch
 from prism_challenge.sandbox.sampling import kept_positions
+from prism_challenge.sandbox.stack import SOFTWARE, Stack, not_comparable, software_from_hello
 from prism_challenge.sandbox.stream_order import LaneOrder
 
 MAX_BATCH_BYTES = 1 << 28  # one reply's rows at most: 256 MiB (65k rows at seq_len 1024)
@@ -71,6 +72,7 @@ class ReplayPlan:
     original: dict[tuple[int, int], tuple[int, float]]  # (step, rank) -> (rows, nats)
     probe_steps: frozenset[int]
     snapshot_steps: frozenset[int]
+    stack: Stack | None = None  # the original's: a replay on another one is not comparable
 
     @property
     def last_step(self) -> int:
@@ -127,6 +129,8 @@ class FeederState:
     cuda_seen: dict[int, int] = field(default_factory=dict)  # rank -> CUDA devices at hello
     diverged: str | None = None  # replay: the run asked for something the original did not
     stopped: Decision | None = None  # early stop: the run could no longer take the lead
+    stack: Stack | None = None  # the software rank 0 reported at its first hello
+    incomparable: str | None = None  # replay: this stack cannot judge the original run
 
 
 class Feeder:
@@ -241,6 +245,7 @@ class Feeder:
         if op == "hello":
             p = self.plan
             self._check_devices(rank, header)
+            self._check_stack(rank, header)
             return {"vocab_size": p.vocab_size, "seq_len": p.seq_len,
                     "separator_id": p.separator_id, "param_cap": p.param_cap,
                     "token_budget": p.token_budget,
@@ -284,6 +289,22 @@ class Feeder:
             raise FeederFailure(f"the sandbox was given {self.plan.gpus} GPU(s) but CUDA is not "
                                 f"usable inside it (rank {rank} sees no device): a host or "
                                 "driver fault, not the miner's")
+
+    def _check_stack(self, rank: int, header: dict) -> None:
+        """Rank 0's first hello says what software the run computes with (before any miner
+        code runs). A replay whose software differs from the original's stops here: its
+        losses could not judge the original, and it is reported as not comparable."""
+        with self._lock:
+            if rank != 0 or self.state.stack is not None:
+                return
+            self.state.stack = software_from_hello(header.get("stack")) or Stack()
+        if self.replay is None:
+            return
+        why = not_comparable(self.replay.stack, self.state.stack, SOFTWARE)
+        if why is not None:
+            with self._lock:
+                self.state.incomparable = why
+            raise FeederFailure(why)
 
     # ---- losses ----------------------------------------------------------------------------
     def _record_loss(self, rank: int, step: int, payload: bytes) -> None:

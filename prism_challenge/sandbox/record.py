@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prism_challenge.sandbox.stack import Stack
+
 RECORD_VERSION = 2
 
 ExitReason = Literal[
@@ -186,6 +188,8 @@ class RunRecord(Model):
     telemetry: list[TelemetryPoint] = []
     placement: Placement | None = None
     stopped_early: EarlyStop | None = None
+    # what the run computed with (stack.py): a replay on another stack is not comparable
+    stack: Stack | None = None
 
     def telemetry_series(self) -> dict[str, list[tuple[int, float]]]:
         """`ctx.log` as one (step, value) series per name, in step order (names sorted)."""

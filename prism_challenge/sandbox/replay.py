@@ -77,6 +77,8 @@ class ReplayRecord(Model):
     train_s: float = Field(0.0, ge=0)
     eval_s: float = Field(0.0, ge=0)
     probe_s: float = Field(0.0, ge=0)  # estimated time the in-process probes added
+    # this host's stack differs from the original run's: the replay cannot judge it
+    incomparable: str | None = None
 
 
 def plan_rng(secret: bytes) -> np.random.Generator:

@@ -67,6 +67,7 @@ from prism_challenge.sandbox.replay import (
 )
 from prism_challenge.sandbox.sampling import keep_rate
 from prism_challenge.sandbox.slots import Slot
+from prism_challenge.sandbox.stack import HARDWARE, combine, hardware, not_comparable
 from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.sandbox.torch_support import check_torch
 
@@ -392,6 +393,7 @@ class Runner:
             lanes=c.stream_lanes, keep_rate=self.keep_rate,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
             placement=self.placement(), stopped_early=stopped,
+            stack=combine(feeder.state.stack, hardware(self.devices())),
         )
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
@@ -499,12 +501,19 @@ class Runner:
                 or record.lanes != self.settings.challenge.stream_lanes):
             raise ValueError("this record predates contender replay or was made with another "
                              "stream order; re-evaluate the submission")
+        here = hardware(self.devices())
+        why = not_comparable(record.stack, here, HARDWARE)
+        if why is not None:  # another GPU model or driver: nothing to learn by running
+            return ReplayRecord(digest=record.digest, exit_reason="infra", exit_detail=why,
+                                probe_steps=[], snapshot_steps=[], last_step=-1,
+                                incomparable=why)
         v = self.settings.verification
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         name = f"prism-{record.digest[:12]}-replay"
         secret = bytes.fromhex(record.sample_secret)
         checks = choose_checks(record, plan_rng(secret), snapshots=v.snapshot_steps)
+        checks = dataclasses.replace(checks, stack=record.stack)
         plan = self._feeder_plan(secret)
         plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
                                    keep_rate=record.keep_rate)
@@ -512,6 +521,11 @@ class Runner:
         t0 = time.monotonic()
         feeder, train_result = self._train(paths, name, plan, cancel, replay=checks)
         train_s = time.monotonic() - t0
+        if feeder.state.incomparable is not None:  # another torch, CUDA or cuDNN build
+            return ReplayRecord(digest=record.digest, exit_reason="infra",
+                                exit_detail=feeder.state.incomparable, probe_steps=[],
+                                snapshot_steps=[], last_step=-1, train_s=round(train_s, 3),
+                                incomparable=feeder.state.incomparable)
         served = sorted(feeder.state.served.values(), key=lambda s: (s.step, s.rank))
         missing: list[str] = []
         probes = PositionTally(v.position_abs_tol, v.position_rel_tol)
@@ -591,12 +605,19 @@ def _telemetry(raw) -> list[TelemetryPoint]:
 def _exit_of(result: SandboxResult, feeder: Feeder) -> tuple[str, str]:
     """Why the training run ended, from the sandbox's cause and the harness's own report.
 
-    A crash is the miner's here whatever its text says (a driver error can be printed by
+    A sandbox that ends before any rank's hello ran none of the miner's code: infra. After
+    that, a crash is the miner's whatever its text says (a driver error can be printed by
     anyone): only the host's own evidence, the kernel's Xids for the slot's GPUs or a failing
     health probe after the run (`validator/rotation.py`), turns it into infrastructure.
     """
     if feeder.state.infra_error is not None:
         return "infra", feeder.state.infra_error
+    if not feeder.state.claimed:
+        # no rank said hello: the sandbox or the harness failed before any of the miner's
+        # code was imported (the environment, the framework, the host), never the miner
+        return "infra", (f"the sandbox ended before its harness started ({result.cause}: "
+                         f"{result.detail}); none of the miner's code had run: "
+                         f"{result.output[-1200:]}")
     if result.cause in CAUSE_TO_EXIT:
         return CAUSE_TO_EXIT[result.cause], result.detail
     finishes = feeder.state.finishes

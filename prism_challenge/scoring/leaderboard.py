@@ -45,7 +45,8 @@ class Entry(_Frozen):
     corpus: str
     unreviewed: bool = False  # scored without an LLM review (llm.enabled: false)
     scored_at: float = 0.0
-    # contender replay: "none" (not asked), "queued", "running", "passed", "failed"
+    # contender replay: "none" (not asked), "queued", "running", "passed", "failed",
+    # "incomparable" (replayed on another stack: unverified here, not failed)
     verification: str = "none"
     censored: bool = False  # stopped early: `bpb` is the bound it was stopped on
     # the held-out bpb ± its standard error and the gap's bound gap - z * SE (shown, from

@@ -4,7 +4,8 @@ A pure function of the replay record and the settings. A run passes only if its 
 reproduced it (every batch's loss, the same batch sizes, every check step reached) and the
 positions re-predicted without their targets agree with what the original run reported,
 both in the harness of the replay and, from snapshots, in the eval sandbox where the host
-computes the losses itself. Each failing rule gives a reason starting with its name.
+computes the losses itself. Each failing rule gives a reason starting with its name. A
+replay on another stack (sandbox/stack.py) judges nothing: it is "not comparable".
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class Verdict(BaseModel):
 
     passed: bool
     reasons: list[str]
+    # False when this host's stack differs from the original run's: the replay says
+    # nothing about the run (replay it elsewhere), and the run is not failed for it
+    comparable: bool = True
 
 
 def _mean(name: str, checked: CheckedPositions, v: VerificationSettings) -> list[str]:
@@ -54,6 +58,8 @@ def _allowance(replay: ReplayRecord, settings: VerificationSettings) -> list[str
 
 def verdict(replay: ReplayRecord, settings: VerificationSettings) -> Verdict:
     reasons: list[str] = []
+    if replay.incomparable:
+        return Verdict(passed=False, reasons=[replay.incomparable], comparable=False)
     if replay.exit_reason == "infra":
         raise ValueError("the replay failed on the validator's side; retry it")
     if replay.diverged:

@@ -93,7 +93,8 @@ class Score(Base):
 
 
 class Verification(Base):
-    """The contender replay of a scored submission: queued -> running -> passed | failed.
+    """The contender replay of a scored submission: queued -> running -> passed | failed |
+    incomparable (replayed on another stack than the original run's: not judged here).
 
     A submission gets at most one; only a passed one may take the lead. `replay` holds the
     replay record and `reason` why it failed; `attempts` counts replays the validator's own

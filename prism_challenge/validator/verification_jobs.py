@@ -1,9 +1,10 @@
 """Contender replay jobs in the store: which runs to replay, claiming, recording the verdict.
 
 A run is replayed only when it would take the lead (the weights) if it were verified, so
-the cost is paid for contenders only. Jobs move queued -> running -> passed | failed with a
-compare-and-set, like submissions; a job interrupted by a crash goes back to the queue at
-start-up, and one the validator's own side cannot finish is retried `max_attempts` times.
+the cost is paid for contenders only. Jobs move queued -> running -> passed | failed |
+incomparable (another stack than the original's) with a compare-and-set, like
+submissions; a job interrupted by a crash goes back to the queue at start-up, and one the
+validator's own side cannot finish is retried `max_attempts` times.
 """
 
 from __future__ import annotations
@@ -73,12 +74,15 @@ def claim(store: Store) -> int | None:
     return None
 
 
-def finish(session: Session, sid: int, *, passed: bool, reason: str | None, replay: dict
-           ) -> None:
+def finish(session: Session, sid: int, *, passed: bool, reason: str | None, replay: dict,
+           comparable: bool = True) -> None:
+    """Record the verdict. A replay on another stack than the original run's ends as
+    `incomparable`: neither passed nor failed, the run stays eligible and unverified here
+    (a validator with the recorded stack can verify it)."""
     row = session.get(Verification, sid)
     if row is None or row.status != "running":
         raise ValueError(f"verification of submission {sid} is not running")
-    row.status = "passed" if passed else "failed"
+    row.status = "passed" if passed else "failed" if comparable else "incomparable"
     row.reason = reason
     row.replay = replay
     row.updated_at = time.time()

@@ -156,11 +156,13 @@ class EvaluationWorker:
         with self.store.session() as s:
             verification_jobs.finish(s, sid, passed=result.passed,
                                      reason="; ".join(result.reasons)[:2000] or None,
-                                     replay=replay.model_dump(mode="json"))
+                                     replay=replay.model_dump(mode="json"),
+                                     comparable=result.comparable)
             queued = verification_jobs.queue_contenders(s, self.settings,
                                                         slots=self._slot_count())
         log.info("submission %s: replay %s %s; next contenders %s", sid,
-                 "passed" if result.passed else "failed", "; ".join(result.reasons)[:300],
+                 "passed" if result.passed else "failed" if result.comparable
+                 else "not comparable", "; ".join(result.reasons)[:300],
                  queued)
 
     def evaluate(self, sid: int) -> None:

@@ -39,6 +39,7 @@ def test_a_fake_host_fault_in_a_replay_neither_rerolls_nor_counts_as_infra(runne
 
 @pytest.mark.parametrize("where", ["output", "detail"])
 def test_a_crash_is_the_miners_whatever_driver_error_it_prints(feeder, where):
+    feeder.state.claimed.add(0)  # the harness said hello: the miner's code was running
     output = ECC if where == "output" else "Traceback ..."
     if where == "detail":
         feeder.state.finishes[0] = _finish(ECC)
@@ -46,6 +47,21 @@ def test_a_crash_is_the_miners_whatever_driver_error_it_prints(feeder, where):
                            output_bytes_total=len(output))
     reason, detail = _exit_of(result, feeder)
     assert reason == "crash" and "ECC" in detail
+
+
+@pytest.mark.parametrize("cause", ["crash", "timeout", "memory"])
+def test_a_sandbox_that_ends_before_any_hello_is_infra(feeder, cause):
+    """No rank said hello: the harness (or the interpreter, torch, the environment) failed
+    before any of the miner's code was imported, so the run is not the miner's."""
+    output = "ImportError: libcudart.so.12: cannot open shared object file"
+    result = SandboxResult(cause=cause, exit_code=1, wall_s=1.0, output=output,
+                           output_bytes_total=len(output), detail=f"{cause} detail")
+    reason, detail = _exit_of(result, feeder)
+    assert reason == "infra"
+    assert "none of the miner's code had run" in detail and "libcudart" in detail
+    feeder.state.claimed.add(0)  # the same end after a hello is the miner's
+    assert _exit_of(result, feeder)[0] == {"crash": "crash", "timeout": "deadline",
+                                           "memory": "memory"}[cause]
 
 
 def _finish(detail: str):

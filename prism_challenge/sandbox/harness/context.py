@@ -24,6 +24,7 @@ from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
+from prism_challenge.sandbox.harness.offload import Offload
 from prism_challenge.sandbox.harness.telemetry import Telemetry
 
 
@@ -42,7 +43,7 @@ class FeederChannel:
         self.sock.connect(path)
         self.rank = rank
         self.step = 0
-        self._pending: tuple[int, object] | None = None  # (step, per-position losses)
+        self._offload = Offload()  # each step's losses and input-edit flag, off the device
         self.broken: str | None = None  # a contract break found by ctx; sticks for the run
 
     def request(self, op: str, info: dict) -> dict:
@@ -52,17 +53,20 @@ class FeederChannel:
             raise ContractError(reply["error"])
         return reply
 
-    def _flush(self) -> None:
-        """Send the previous batch's losses: one step late, so no device sync per step."""
-        if self._pending is None:
-            return
-        step, per_token = self._pending
-        self._pending = None
-        data = per_token.to("cpu").numpy().astype("<f4", copy=False).tobytes()
-        protocol.send(self.sock, {"op": "loss", "rank": self.rank, "step": step}, data)
+    def flush(self, everything: bool = False) -> None:
+        """Send the losses whose copies off the device are done (offload.py: no device sync
+        per step), and turn an input edited in place into the run's contract break."""
+        for step, nats, edited in self._offload.due(everything):
+            if edited and self.broken is None:
+                self.broken = (
+                    f"the model changed its input_ids in place during the forward of step "
+                    f"{step}; the harness scores its own copy of the targets, so edit a "
+                    f"copy instead (input_ids = input_ids.clone())")
+            data = nats.numpy().astype("<f4", copy=False).tobytes()
+            protocol.send(self.sock, {"op": "loss", "rank": self.rank, "step": step}, data)
 
     def next_rows(self, rows: int) -> tuple[dict, bytes]:
-        self._flush()
+        self.flush()
         protocol.send(self.sock, {"op": "next", "rank": self.rank, "step": self.step,
                                   "rows": rows})
         reply, payload = protocol.recv(self.sock, MAX_ROWS_BYTES)
@@ -70,15 +74,15 @@ class FeederChannel:
             raise ContractError(reply["error"])
         return reply, payload
 
-    def record(self, step: int, per_token) -> None:
-        self._pending = (step, per_token)
+    def record(self, step: int, per_token, edited) -> None:
+        self._offload.push(step, per_token, edited)
 
     def probed(self, step: int, nats: list[float]) -> None:
         protocol.send(self.sock, {"op": "probe", "rank": self.rank, "step": step,
                                   "nats": nats})
 
     def finish(self, status: str, detail: str, body: dict) -> None:
-        self._flush()
+        self.flush(everything=True)
         protocol.send(
             self.sock,
             {"op": "finish", "rank": self.rank, "status": status, "detail": detail[-4000:]},
@@ -116,7 +120,6 @@ class TrainContext:
         self.__compiled = None
         self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
         self.__forwards = ForwardTally()  # the measured precision/compile axes
-        self.__edited = None  # (step, device bool): did that step's forward edit its input?
         self.__telemetry = Telemetry()
 
     def __setattr__(self, name: str, value) -> None:
@@ -191,9 +194,8 @@ class TrainContext:
             check_logits(logits, n, T, self.vocab_size)
             per_token = token_nats(logits, targets, self.__sep)
             loss = per_token.sum() / max(int(reply["tokens"]), 1)
-            channel.record(step, per_token.detach())
-            # read one step late (no device sync per step), see __check_inputs
-            self.__edited = (step, (inputs != rows[:, :-1]).any())
+            # both read a step or more later, without a device sync (offload.py)
+            channel.record(step, per_token.detach(), (inputs != rows[:, :-1]).any())
             channel.step += 1
             self.__forwards.add(n, precision, compiled)
             self.__observed.update(self.__forwards.axes())
@@ -202,18 +204,15 @@ class TrainContext:
     def __check_inputs(self) -> None:
         """A forward that wrote into its input_ids breaks the contract. It gained nothing
         (the targets were a private copy), but the miner should hear it plainly; the error
-        sticks to the channel so catching it inside `train` does not hide it."""
-        edited, self.__edited = self.__edited, None
-        if edited is not None and bool(edited[1]):
-            self.__channel.broken = (
-                f"the model changed its input_ids in place during the forward of step "
-                f"{edited[0]}; the harness scores its own copy of the targets, so edit a "
-                f"copy instead (input_ids = input_ids.clone())")
+        sticks to the channel so catching it inside `train` does not hide it. The flag is
+        read when the step's results leave the device (FeederChannel.flush)."""
         if self.__channel.broken:
             raise ContractError(self.__channel.broken)
 
     def close(self) -> None:
-        """Called by the harness after `train` returns: the last step's input check."""
+        """Called by the harness after `train` returns: every step's results sent, and the
+        last steps' input checks made."""
+        self.__channel.flush(everything=True)
         self.__check_inputs()
 
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:

@@ -24,3 +24,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+def software_stack() -> dict:
+    """The software this process computes with, reported at the first hello (before any of
+    the miner's code is imported): a replay on another stack is not comparable."""
+    import torch
+
+    cuda = torch.version.cuda if torch.cuda.is_available() else None
+    return {"torch": torch.__version__, "cuda": cuda,
+            "cudnn": torch.backends.cudnn.version() if cuda else None,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "deterministic": torch.are_deterministic_algorithms_enabled()}

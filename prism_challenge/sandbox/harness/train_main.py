@@ -37,7 +37,7 @@ def main() -> int:
     scratch = Path(_env("PRISM_SCRATCH"))
     seed = int(_env("PRISM_SEED"))
 
-    from prism_challenge.sandbox.harness.seeding import make_deterministic
+    from prism_challenge.sandbox.harness.seeding import make_deterministic, software_stack
 
     make_deterministic(seed, int(os.environ.get("PRISM_THREADS", "1")))
 
@@ -59,7 +59,8 @@ def main() -> int:
     # assigned GPUs that are not usable here are the host's fault (infra), never a CPU run.
     cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     challenge = channel.request("hello", {"world_size": world_size,
-                                          "cuda_devices": cuda_devices})
+                                          "cuda_devices": cuda_devices,
+                                          "stack": software_stack()})
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
     out_dir, snapshot_dir = scratch / "out", scratch / "snapshots"
     out_dir.mkdir(parents=True, exist_ok=True)

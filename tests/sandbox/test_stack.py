@@ -1,0 +1,80 @@
+"""A run records the stack it computed on, and a replay on another stack is "not comparable"
+(replay it elsewhere), never a failed verification: honest runs drift across stacks."""
+
+from __future__ import annotations
+
+import torch
+from sandbox_kit import bundle, digest_of
+
+from prism_challenge.sandbox.stack import (
+    HARDWARE,
+    SOFTWARE,
+    Stack,
+    cpu_model,
+    hardware,
+    not_comparable,
+    software_from_hello,
+)
+from prism_challenge.scoring.verification import verdict
+
+
+def test_differences_name_each_field_and_skip_what_a_record_did_not_know():
+    recorded = Stack(torch="2.11.0+cu130", cuda="13.0", cudnn=91300, devices=("NVIDIA H100",),
+                     driver="580.1", deterministic=True)
+    here = Stack(torch="2.13.0+cu130", cuda="13.0", cudnn=91300, devices=("NVIDIA H200",),
+                 driver="580.1", deterministic=True)
+    assert recorded.differences(here) == ["torch 2.11.0+cu130 -> 2.13.0+cu130",
+                                          "devices NVIDIA H100 -> NVIDIA H200"]
+    assert recorded.differences(here, SOFTWARE) == ["torch 2.11.0+cu130 -> 2.13.0+cu130"]
+    # a field one side does not know (an older record) compares on the rest
+    assert Stack(torch="2.13.0+cu130").differences(here) == []
+    assert not_comparable(None, here, HARDWARE) is None
+    why = not_comparable(recorded, here, HARDWARE)
+    assert why.startswith("not comparable: the run was recorded on another stack (devices")
+    assert "replay it on a host with the recorded stack" in why
+
+
+def test_a_malformed_hello_stack_is_dropped_not_trusted():
+    assert software_from_hello("2.13") is None
+    assert software_from_hello({"torch": ["x"]}) is None
+    got = software_from_hello({"torch": "2.13.0", "cudnn": None, "extra": "ignored"})
+    assert got == Stack(torch="2.13.0")
+
+
+def test_the_cpu_half_names_the_processor(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Example CPU @ 3.0GHz\nflags\t: avx2\n")
+    assert cpu_model(info) == "Example CPU @ 3.0GHz"
+    assert hardware(()).devices == (f"cpu: {cpu_model()}",)
+
+
+def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(runner, tmp_path):
+    files = bundle("tiny")
+    record = runner.run(files, digest_of(files), tmp_path / "run")
+    assert record.exit_reason == "ok", record.exit_detail
+    stack = record.stack
+    # the software half as the harness saw it before the miner's code, the hardware half
+    # from the host
+    assert stack.torch == torch.__version__
+    assert stack.cpu_capability == torch.backends.cpu.get_cpu_capability()
+    assert stack.deterministic is True  # the sandbox's deterministic mode
+    assert stack.devices == hardware(runner.devices()).devices
+    # another torch build: the replay stops at the harness's hello and judges nothing
+    other = record.model_copy(update={"stack": stack.model_copy(update={"torch": "2.11.0+cu130"})})
+    replay = runner.replay(files, other, tmp_path / "replay-torch")
+    assert replay.incomparable.startswith("not comparable")
+    assert f"torch 2.11.0+cu130 -> {torch.__version__}" in replay.incomparable
+    assert replay.batches_compared == 0
+    result = verdict(replay, runner.settings.verification)
+    assert (result.passed, result.comparable) == (False, False)
+    assert result.reasons == [replay.incomparable]
+    # another device: known on the host, so nothing is started at all
+    gpu = record.model_copy(update={"stack": stack.model_copy(update={"devices": ("NVIDIA H100",),
+                                                                       "driver": "580.1"})})
+    replay = runner.replay(files, gpu, tmp_path / "replay-gpu")
+    assert "devices NVIDIA H100 -> cpu: " in replay.incomparable
+    assert replay.train_s == 0.0 and not (tmp_path / "replay-gpu").exists()
+    # the same stack still replays and passes
+    same = runner.replay(files, record, tmp_path / "replay-same")
+    assert same.incomparable is None
+    assert verdict(same, runner.settings.verification).passed
