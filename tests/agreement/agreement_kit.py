@@ -87,7 +87,10 @@ class Node:
                       max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
         with_fetcher = PeerFetcher(**(kwargs | fetcher))
         try:
-            stored = PeerSync(self.store, with_fetcher, self.status, cfg.page_size).round(peers)
+            stored = PeerSync(self.store, with_fetcher, self.status, cfg.page_size,
+                              netuid=NETUID, relay=cfg.relay, ban_s=cfg.equivocation_ban_s,
+                              skew_s=cfg.signature_max_age_s,
+                              max_page_bytes=cfg.max_page_bytes).round(peers)
         finally:
             with_fetcher.close()
         return stored, self.status
