@@ -248,7 +248,7 @@ class PeerMeasurement(Base):
     fetched_at: Mapped[float] = mapped_column(Float, nullable=False)
     # the signed page this row came from (relayed as is), and when its author signed it:
     # a relayed page older than the one stored changes nothing
-    page_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    page_id: Mapped[int | None] = mapped_column(Integer)
     signed_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
