@@ -80,6 +80,8 @@ def test_an_equivocation_is_proven_relayed_and_excluded_on_every_honest_validato
             now_ns=time.time_ns(), skew_s=60, max_bytes=1_000_000)
         assert (validator, digest) == (liar_low.hotkey, digest_of("Y"))
         assert a.body != b.body
+        page = httpx.get(f"{node.url}/dashboard", timeout=10).text
+        assert "signed two different measurements" in page and digest_of("Y")[:16] in page
 
     # anyone re-checks a proof: one with a page altered after signing is refused
     proof = httpx.get(f"{honest[0].url}/v1/equivocations", timeout=10).json()["proofs"][0]
