@@ -232,11 +232,12 @@ class ValidatorNode:
         fetcher = PeerFetcher(own_hotkey=self.hotkey, netuid=self.settings.chain.netuid,
                               timeout_s=cfg.timeout_s, max_page_bytes=cfg.max_page_bytes,
                               max_age_s=cfg.signature_max_age_s)
+        bundles = self._bundle_fetcher() if cfg.fetch_bundles else None
         sync = PeerSync(self.store, fetcher, self.agreement, cfg.page_size,
                         netuid=self.settings.chain.netuid, relay=cfg.relay,
                         ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
                         max_page_bytes=cfg.max_page_bytes,
-                        bundles=self._bundle_fetcher() if cfg.fetch_bundles else None)
+                        bundles=bundles)
         try:
             while True:
                 try:
@@ -251,6 +252,8 @@ class ValidatorNode:
                     return
         finally:
             fetcher.close()
+            if bundles is not None:
+                bundles.close()
 
     def _bundle_fetcher(self) -> BundleFetcher:
         """Fetches runs known only from peers (agreement/bundles.py)."""
