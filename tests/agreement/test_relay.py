@@ -10,21 +10,29 @@ import time
 
 import httpx
 import pytest
-from agreement_kit import NETUID, Node, add_scored, digest_of, electorate_of, settings
+from agreement_kit import LONG_AGO, NETUID, Node, add_scored, digest_of, electorate_of, settings
 from bittensor import http_auth
 from fixture_bundles import bundle as fixture_bundle
 from sqlalchemy import select
 
 from prism_challenge.agreement.bundles import BundleFetcher
 from prism_challenge.agreement.equivocation import check_proof, excluded
+from prism_challenge.agreement.fetch import PeerFetcher
+from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.signed import PageInvalid
+from prism_challenge.agreement.sync import store_page
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.storage import Store
-from prism_challenge.storage.tables import Equivocation, Submission
+from prism_challenge.storage.tables import (
+    Equivocation,
+    PeerMeasurement,
+    Submission,
+    Verification,
+)
 from prism_challenge.weights.plan import load_plan
 
 # Y as each honest validator measured it; X stands at 1.000 and the dethrone margin (0.5%)
@@ -147,3 +155,33 @@ def test_bundles_are_served_to_permitted_validators_only(nodes, wallets, live_se
     signed = http_auth.sign(wallets["b"], method="GET", path=path, receiver_ss58=a.hotkey)
     got = httpx.get(f"{a.url}{path}", headers=signed, timeout=10)
     assert got.status_code == 200 and Bundle.from_wire(got.content).digest == y.digest
+
+
+def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
+        nodes, wallets, live_server):
+    """An honest row changes once its replay ends (here: it fails, so the run is no longer
+    eligible); the earlier page, relayed after the later one, neither reverts it nor counts
+    as equivocation (same bpb, held-out delta and scoring time)."""
+    a, b = nodes["a"], nodes["b"]
+    add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address, block=2,
+               bpb=0.99)
+    a.serve(live_server)
+    fetcher = PeerFetcher(own_hotkey=b.hotkey, netuid=NETUID, timeout_s=5,
+                          max_page_bytes=1_000_000, max_age_s=60)
+    peer = Peer(a.hotkey, a.url, 1.0)
+    try:
+        before = fetcher.fetch(peer, None, 100)
+        with a.store.session() as s:
+            check = s.scalars(select(Verification)).one()
+            check.status, check.updated_at = "failed", LONG_AGO + 5
+        after = fetcher.fetch(peer, None, 100)
+    finally:
+        fetcher.close()
+    assert [r.eligible for r in before[0].rows] == [True]
+    assert [r.eligible for r in after[0].rows] == [False]
+    with b.store.session() as s:
+        proofs: list = []
+        store_page(s, after[0], signed=after[1], proofs=proofs)
+        assert store_page(s, before[0], signed=before[1], proofs=proofs) == 0
+        assert proofs == [] and s.scalars(select(Equivocation)).all() == []
+        assert s.scalars(select(PeerMeasurement)).one().eligible is False
