@@ -29,7 +29,12 @@ node does): `withhold` serves nothing, `selective` answers the even validators o
 `equivocate` serves 2% low to even validators and 2% high to odd ones, `skew` dates half
 its runs 50 epochs ahead (bounded by each receiver at arrival, as the node stores it) and
 half 50 epochs behind; `missed-upload` makes every validator honest but one upload in five
-never reaches one of them, which then never ranks it (the node's behaviour today).
+never reaches one of them. Honest validators relay the pages they hold (one more
+propagation hop), a validator holding two conflicting pages of one run (the real
+`conflicting`) excludes the liar from then on and relays the proof (one more hop), and a
+validator that missed an upload learns of the run from the first peer page and fetches
+the bundle in that round, scoring it 0..`--max-delay` epochs later; `--no-relay` models
+the node before these (no relay, no proofs, no bundle fetch).
 Agreement is then counted over the honest validators. `--smoke` runs 60 epochs x 1 seed.
 
 Printed per configuration: the fraction of epochs in which all validators pick the same
@@ -54,6 +59,7 @@ import time
 from dataclasses import dataclass, replace
 
 from prism_challenge.agreement.aggregate import Measurement, aggregate
+from prism_challenge.agreement.equivocation import conflicting
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry
@@ -114,6 +120,8 @@ class Validator:
     def __init__(self, rng: random.Random, subs: list[Sub], *, noise: float, max_delay: int,
                  precedence: str) -> None:
         self.precedence = precedence
+        self.max_delay = max_delay
+        self.known_at: dict[int, int] = {}  # missed uploads: when a peer's page revealed it
         by_epoch: dict[int, list[Sub]] = {}
         for s in subs:
             by_epoch.setdefault(s.epoch, []).append(s)
@@ -176,14 +184,20 @@ class Shared:
     """The shared-input rule: every validator ranks each run on the stake-weighted median
     of the measurements it holds (its own, and its peers' once they arrived), with the real
     `aggregate`. A peer's measurement, and each later change of its verified flag, reaches a
-    validator 0..`propagation` epochs after it was made (drawn per pair and run)."""
+    validator 0..`propagation` epochs after it was made (drawn per pair and run), directly
+    or relayed by an honest validator that holds it (one more such hop), as the node's
+    `GET /v1/relay` does. Two different measurements of one run signed by one validator
+    (the real `conflicting`) are a proof that excludes it from the electorate of every
+    validator that holds both, or that a proof reached (one more hop)."""
 
     def __init__(self, rng: random.Random, validators: list[Validator], subs: list[Sub], *,
                  stakes: list[float], propagation: int, quorum: float, settle: int,
-                 adversary: str = "none") -> None:
+                 adversary: str = "none", relay: bool = True) -> None:
         self.validators, self.subs = validators, subs
+        self.relay = relay  # False: the node before relaying and fetching bundles
         self.names = [f"v{i}" for i in range(len(validators))]
         self.stakes = dict(zip(self.names, stakes, strict=True))  # every permitted validator
+        self.permitted = sum(stakes)
         self.quorum, self.settle = quorum, settle
         n = len(validators)
         # delay[u][v][index]: epochs before v holds u's measurement (and its updates)
@@ -192,46 +206,115 @@ class Shared:
         self.adversary = adversary
         self.bad = adversaries(stakes, adversary)
         # missed-upload: one in five uploads never reaches one honest validator (down, 503,
-        # 429, or a miner choosing whom to send to); it holds no submission row for that run
+        # 429, or a miner choosing whom to send to); it learns of the run from the first
+        # peer measurement that reaches it, fetches the bundle from a peer in that round
+        # (agreement/bundles.py) and scores it 0..max_delay epochs later
         self.missed = {s.index: rng.randrange(n) for s in subs
                        if adversary == "missed-upload" and rng.random() < 0.2}
+        for index, m in self.missed.items():
+            me = validators[m]
+            found = min(validators[u].scored_at[index] + self.delay[u][m][index]
+                        for u in range(n) if u != m)
+            me.scored_at[index] = found + rng.randint(0, me.max_delay)
+            me.verified_at[index] = me.scored_at[index] + 1 + rng.randint(
+                0, me.max_delay)
+            me.known_at[index] = found if relay else 10**9
+        self.proven_at = self._proofs()
+
+    def _answers(self, u: int, v: int) -> bool:
+        """Whether u serves its pages to v directly."""
+        if u not in self.bad:
+            return True
+        if self.adversary == "withhold":
+            return False
+        return not (self.adversary == "selective" and v % 2)  # the even validators only
+
+    def _paths(self, u: int, v: int, index: int) -> list[tuple[int, int]]:
+        """(delay, first holder) of every way u's pages reach v: directly when u answers
+        v, else through an honest relayer w that u answers."""
+        out = [(self.delay[u][v][index], v)] if self._answers(u, v) else []
+        out += [(self.delay[u][w][index] + self.delay[w][v][index], w)
+                for w in range(len(self.validators)) if self.relay
+                if w not in (u, v) and w not in self.bad and self._answers(u, w)]
+        return out
+
+    def _version(self, u: int, holder: int) -> str:
+        """Which page of u the validator that fetched it from u holds."""
+        if self.adversary == "equivocate" and u in self.bad:
+            return "low" if holder % 2 == 0 else "high"
+        return "one"
+
+    def _proofs(self) -> dict[int, float]:
+        """The epoch from which each honest validator holds a proof against the liar."""
+        n = len(self.validators)
+        own: dict[int, float] = {v: math.inf for v in range(n)}
+        for u in self.bad:
+            liar = self.validators[u]
+            for s in self.subs:
+                if s.index in liar.rejected:
+                    continue
+                low = liar.measurement(s, self.names[u], liar.scored_at[s.index])
+                high = replace(low, bpb=low.bpb * 1.02)
+                low = replace(low, bpb=low.bpb * 0.98)
+                if not conflicting(low, high):
+                    continue
+                for v in range(n):
+                    if v in self.bad:
+                        continue
+                    arrivals: dict[str, int] = {}
+                    for d, holder in self._paths(u, v, s.index):
+                        version = self._version(u, holder)
+                        arrivals[version] = min(arrivals.get(version, 10**9), d)
+                    if len(arrivals) == 2:
+                        own[v] = min(own[v], liar.scored_at[s.index] + max(arrivals.values()))
+        return {v: min([own[v]] + [own[w] + self.delay[w][v][0] for w in range(n)
+                                   if w != v and w not in self.bad])
+                for v in range(n)}
 
     def _held(self, s: Sub, u: int, v: int, epoch: int) -> Measurement | None:
         """u's measurement of s as v holds it at `epoch`, under the adversary's behaviour."""
         peer = self.validators[u]
-        seen = epoch - self.delay[u][v][s.index]  # u's state as v holds it
-        if (s.index in peer.rejected or peer.scored_at[s.index] > seen
-                or self.missed.get(s.index) == u):
+        if u == v:
+            seen = epoch
+            path = (0, v)
+        else:
+            paths = self._paths(u, v, s.index)
+            if not paths:
+                return None
+            path = min(paths)  # the first page to arrive is kept; a conflicting later one
+            seen = epoch - path[0]  # is the proof (below), never stored
+        if s.index in peer.rejected or peer.scored_at[s.index] > seen:
             return None
         m = peer.measurement(s, self.names[u], seen)
         if u not in self.bad or u == v:
             return m
-        if self.adversary == "withhold":
-            return None
-        if self.adversary == "selective" and v % 2:
-            return None  # answers the even validators only: two electorates
         if self.adversary == "equivocate":  # 2% low to even validators, 2% high to odd
-            return replace(m, bpb=m.bpb * (0.98 if v % 2 == 0 else 1.02))
+            return replace(m, bpb=m.bpb * (0.98 if self._version(u, path[1]) == "low"
+                                          else 1.02))
         if self.adversary == "skew":  # half its runs dated 50 epochs ahead, half behind;
             shift = 50.0 if s.index % 2 else -50.0  # the receiver bounds it by arrival
-            arrived = float(peer.scored_at[s.index] + self.delay[u][v][s.index])
+            arrived = float(peer.scored_at[s.index] + path[0])
             verified = None if m.verified_at is None else min(
-                m.verified_at + shift,
-                float(peer.verified_at[s.index] + self.delay[u][v][s.index]))
+                m.verified_at + shift, float(peer.verified_at[s.index] + path[0]))
             return replace(m, measured_at=min(m.measured_at + shift, arrived),
                            verified_at=verified)
         return m
 
     def entries(self, v: int, epoch: int) -> list[Entry]:
         me = self.validators[v]
+        stakes = {name: stake for u, (name, stake) in enumerate(self.stakes.items())
+                  if not (u in self.bad and self.proven_at[v] <= epoch)}
         out = []
         for s in self.subs:
-            if s.index in me.rejected or self.missed.get(s.index) == v:
-                continue  # a run whose upload missed this validator is never ranked here
+            if s.index in me.rejected:
+                continue
+            if self.missed.get(s.index) == v and me.known_at[s.index] > epoch:
+                continue  # not known here yet: no submission row, nothing to rank
             held = [m for u in range(len(self.validators))
                     if (m := self._held(s, u, v, epoch)) is not None]
-            ranked = aggregate(me.entry(s, epoch), held, self.stakes, quorum=self.quorum,
-                               now=float(epoch), settle_s=float(self.settle))
+            ranked = aggregate(me.entry(s, epoch), held, stakes, quorum=self.quorum,
+                               now=float(epoch), settle_s=float(self.settle),
+                               permitted=self.permitted)
             if ranked is not None:
                 out.append(ranked)
         return out
@@ -272,7 +355,7 @@ def run(seed: int, args, *, margin: float, epsilon: float, precedence: str
     shared = None if args.rule == "own" else Shared(
         random.Random(seed * 7919 + 1), validators, subs, stakes=stakes_of(args),
         propagation=args.propagation, quorum=args.quorum, settle=args.settle,
-        adversary=args.adversary)
+        adversary=args.adversary, relay=not args.no_relay)
     honest = [i for i in range(args.validators) if shared is None or i not in shared.bad]
     settings = Settings(scoring={"epsilon_bpb": epsilon, "dethrone_margin": margin},
                         weights={"winner_share": args.winner_share,
@@ -341,6 +424,8 @@ def main() -> None:
     parser.add_argument("--adversary", choices=ADVERSARIES, default="none",
                         help="a lying or faulty validator under 1/3 of the stake (the last "
                         "one), or missed uploads; agreement is counted over honest ones")
+    parser.add_argument("--no-relay", action="store_true",
+                        help="the node before relaying pages, proofs and bundles")
     parser.add_argument("--smoke", action="store_true",
                         help="a quick check: 60 epochs x 1 seed")
     parser.add_argument("--sweep", action="store_true",
@@ -378,7 +463,8 @@ def main() -> None:
                          precedence=args.precedence)
     print(f"configured: rule {args.rule}" + ("" if args.rule == "own" else (
           f" (quorum {args.quorum:.3g}, stakes {args.stakes}, propagation "
-          f"0..{args.propagation}, settle {args.settle}, adversary {args.adversary})"))
+          f"0..{args.propagation}, settle {args.settle}, adversary {args.adversary}"
+          f"{', no relay' if args.no_relay else ''})"))
           + f", precedence {args.precedence}, "
           f"epsilon {args.epsilon:g}, dethrone margin {args.margin:g} "
           f"({time.perf_counter() - started:.0f} s)")

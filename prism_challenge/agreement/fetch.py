@@ -10,6 +10,7 @@ bounded `MeasurementsPage` of that validator on this netuid. Anything else raise
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -17,6 +18,7 @@ from bittensor import http_auth
 from pydantic import ValidationError
 
 from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.signed import Signed, signed_headers
 from prism_challenge.agreement.wire import MeasurementsPage, target
 
 
@@ -48,6 +50,11 @@ class PeerFetcher:
         self.client.close()
 
     def page(self, peer: Peer, after: str | None, limit: int) -> MeasurementsPage:
+        return self.fetch(peer, after, limit)[0]
+
+    def fetch(self, peer: Peer, after: str | None, limit: int
+              ) -> tuple[MeasurementsPage, Signed]:
+        """The page and the page as signed (what this node may relay)."""
         if peer.url is None:
             raise PeerUnreachable(f"{peer.hotkey} serves no address")
         asked = target(after, limit)
@@ -87,7 +94,33 @@ class PeerFetcher:
         if page.validator != peer.hotkey or page.netuid != self.netuid:
             raise PeerRefused("wrong_validator", f"{peer.url}: a page of {page.validator} on "
                               f"netuid {page.netuid}, not of {peer.hotkey} on {self.netuid}")
-        return page
+        return page, Signed(asked, signed_headers(headers), body)
+
+    def get_json(self, peer: Peer, path: str, *, max_bytes: int) -> object:
+        """A bounded unsigned JSON answer of a peer (relayed pages, proofs: each part
+        carries its own signature). Raises PeerUnreachable / PeerRefused."""
+        if peer.url is None:
+            raise PeerUnreachable(f"{peer.hotkey} serves no address")
+        try:
+            with self.client.stream("GET", peer.url.rstrip("/") + path) as response:
+                if response.status_code >= 500 or response.status_code == 404:
+                    raise PeerUnreachable(f"{peer.url} answered {response.status_code}")
+                if response.status_code != 200:
+                    raise PeerRefused("status", f"{peer.url} answered "
+                                      f"{response.status_code} to {path}")
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise PeerRefused("oversized", f"{peer.url}{path}: more than "
+                                          f"{max_bytes} bytes")
+                    chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise PeerUnreachable(f"{peer.url}: {type(exc).__name__}: {exc}") from None
+        try:
+            return json.loads(b"".join(chunks))
+        except ValueError:
+            raise PeerRefused("malformed", f"{peer.url}{path}: not JSON") from None
 
     def _read_bounded(self, response: httpx.Response, peer: Peer) -> bytes:
         declared = response.headers.get("content-length")

@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.agreement.aggregate import Measurement, aggregate
+from prism_challenge.agreement.equivocation import excluded
 from prism_challenge.agreement.own import own_rows
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry, latest_corpus
@@ -56,6 +57,8 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
         AgreementPeer.validator != own_hotkey)) or 0
     if not known:
         return Ranked(own, False, "own measurements: no peer validator is known")
+    banned = excluded(session, now=now)
+    stakes = {v: st for v, st in stakes.items() if v not in banned or v == own_hotkey}
     reached = sum(stakes.values())
     if permitted <= 0 or reached <= cfg.quorum * permitted:
         share = reached / permitted if permitted > 0 else 0.0
@@ -66,18 +69,24 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
                       f"{cfg.quorum:.1%} (agreement.quorum); weights stay as last set until "
                       "more peers answer", degraded=True, no_quorum=True,
                       electorate=(len(stakes), share))
-    measured = _measurements(session, own_hotkey, set(stakes))
+    # every permitted validator's signed measurements held here count, reached lately
+    # or not (relayed pages make every honest validator hold the same ones); a proven
+    # equivocator's do not
+    counting = {v: st for v, st in permitted_stakes(session).items() if v not in banned}
+    counting[own_hotkey] = stakes[own_hotkey]
+    measured = _measurements(session, own_hotkey, set(counting))
     corpus = latest_corpus(own)
     out = []
     for entry in own + _unscored(session, corpus, measured):
         ms = measured.get((entry.digest, entry.hotkey, entry.corpus), [])
-        ranked = aggregate(entry, ms, stakes, quorum=cfg.quorum, now=now,
+        ranked = aggregate(entry, ms, counting, quorum=cfg.quorum, now=now,
                            settle_s=cfg.settle_s, permitted=permitted)
         if ranked is not None:
             out.append(ranked)
+    proven = f"; {len(banned)} excluded for equivocating" if banned else ""
     return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
                   f"(stake {reached:g} of {permitted:g} permitted); {len(out)} of {len(own)} runs "
-                  "scored here or by peers have a quorum",
+                  f"scored here or by peers have a quorum{proven}",
                   electorate=(len(stakes), reached / permitted))
 
 
@@ -93,6 +102,12 @@ def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s:
         elif peer.stake > 0 and peer.last_ok_at is not None and peer.last_ok_at >= now - stale_s:
             stakes[peer.validator] = peer.stake
     return stakes
+
+
+def permitted_stakes(session: Session) -> dict[str, float]:
+    """Each validator the peer loop last saw permitted, with its stake."""
+    return {p.validator: p.stake for p in session.scalars(
+        select(AgreementPeer).where(AgreementPeer.stake > 0))}
 
 
 def permitted_stake(session: Session) -> float:

@@ -18,10 +18,17 @@ class AgreementStatus:
         self.pages: Counter[tuple[str, str]] = Counter()  # (peer, outcome)
         self.rows: Counter[str] = Counter()  # peer -> rows stored
         self.electorate: tuple[int, float] | None = None  # (validators, stake share held)
+        self.equivocations: Counter[str] = Counter()  # validator -> proofs stored here
+
+    def equivocation(self, validator: str) -> None:
+        """A new proof that `validator` signed two different measurements of one run."""
+        with self._lock:
+            self.equivocations[validator] += 1
 
     def page(self, peer: str, outcome: str, *, rows: int = 0) -> None:
-        """Count one page: `ok`, `unreachable`, or a refusal (`signature`, `malformed`,
-        `oversized`, `wrong_validator`, ...)."""
+        """Count one page: `ok`, `unreachable`, `relayed` (a page of `peer` another
+        validator relayed), or a refusal (`signature`, `malformed`, `oversized`,
+        `wrong_validator`, `relay_*`, `proof_*` ...)."""
         with self._lock:
             self.pages[(peer, outcome)] += 1
             self.rows[peer] += rows
@@ -34,13 +41,15 @@ class AgreementStatus:
         """Pages refused (all peers, or one)."""
         with self._lock:
             return sum(n for (p, outcome), n in self.pages.items()
-                       if outcome not in ("ok", "unreachable") and peer in (None, p))
+                       if outcome not in ("ok", "unreachable", "relayed")
+                       and peer in (None, p))
 
     def collect(self):
         with self._lock:
             pages = sorted(self.pages.items())
             rows = sorted(self.rows.items())
             electorate = self.electorate
+            proofs = sorted(self.equivocations.items())
         family = CounterMetricFamily("prism_agreement_pages",
                                      "Measurement pages fetched from peers, by outcome",
                                      labels=["peer", "outcome"])
@@ -52,6 +61,13 @@ class AgreementStatus:
         for peer, n in rows:
             stored.add_metric([peer], n)
         yield stored
+        proven = CounterMetricFamily("prism_agreement_equivocations",
+                                     "Proofs of equivocation stored (a validator's two "
+                                     "conflicting signed measurements of one run)",
+                                     labels=["validator"])
+        for validator, n in proofs:
+            proven.add_metric([validator], n)
+        yield proven
         if electorate is not None:
             yield GaugeMetricFamily("prism_agreement_electorate_validators",
                                     "Validators (this one included) reached in the last "

@@ -19,35 +19,52 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from prism_challenge.agreement.equivocation import check_proof, conflicting, record
 from prism_challenge.agreement.fetch import PeerFetcher, PeerRefused, PeerUnreachable
 from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.signed import PageInvalid, Signed, check
 from prism_challenge.agreement.status import AgreementStatus
-from prism_challenge.agreement.wire import MeasurementsPage
+from prism_challenge.agreement.wire import (
+    EQUIVOCATIONS_PATH,
+    RELAY_LIMIT,
+    RELAY_PATH,
+    MeasurementRow,
+    MeasurementsPage,
+)
 from prism_challenge.storage import Store
-from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement
+from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement, SignedPage
 
 log = logging.getLogger("prism.agreement")
 
 MAX_PAGES_PER_ROUND = 50  # a peer with more catches up over the following rounds
+MAX_PROOFS = 100  # proofs taken from one peer per round
 
 
 @dataclass
 class PeerSync:
-    """The loop's memory between rounds: each peer's cursor, so a round fetches only what
-    changed since the last one (lost on restart: the first round starts from the beginning,
-    and storing a row again changes nothing)."""
+    """The loop's memory between rounds: each peer's cursors (its own pages, the pages it
+    relays), so a round fetches only what changed since the last one (lost on restart: the
+    first round starts from the beginning, and storing a page again changes nothing)."""
 
     store: Store
     fetcher: PeerFetcher
     status: AgreementStatus
     page_size: int
+    netuid: int = 0
+    relay: bool = False
+    ban_s: float = 7 * 86400.0
+    skew_s: float = 60.0
+    max_page_bytes: int = 1_000_000
+    bundles: object | None = None  # a BundleFetcher (agreement/bundles.py), or None
     cursors: dict[str, str | None] = field(default_factory=dict)
+    relay_cursors: dict[str, int] = field(default_factory=dict)
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
-        """Fetch from every peer (electorate[0] is this node); returns rows stored per peer."""
+        """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
+        (their own pages; relayed ones are counted in the status)."""
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
@@ -55,6 +72,13 @@ class PeerSync:
         stored: dict[str, int] = {}
         for peer in peers:
             stored[peer.hotkey] = self._peer(peer)
+        if self.relay:
+            permitted = {p.hotkey for p in electorate if p.stake > 0} - {own.hotkey}
+            for peer in peers:
+                self._relayed(peer, permitted)
+                self._proofs(peer, permitted)
+        if self.bundles is not None:
+            self.bundles.round(peers)
         return stored
 
     def _peer(self, peer: Peer) -> int:
@@ -62,7 +86,7 @@ class PeerSync:
         for _ in range(MAX_PAGES_PER_ROUND):
             after = self.cursors.get(peer.hotkey)
             try:
-                page = self.fetcher.page(peer, after, self.page_size)
+                page, signed = self.fetcher.fetch(peer, after, self.page_size)
             except PeerUnreachable as exc:
                 self.status.page(peer.hotkey, "unreachable")
                 log.info("agreement: peer %s unreachable: %s", peer.hotkey, exc)
@@ -74,9 +98,11 @@ class PeerSync:
                             peer.hotkey, exc.reason, exc)
                 self._note(peer, f"refused ({exc.reason}): {exc}")
                 return total
+            proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
-                total += store_page(s, page)
+                total += store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
                 _mark(s, peer, ok_at=time.time(), error=None)
+            self._proven(proofs, "served")
             self.status.page(peer.hotkey, "ok", rows=len(page.rows))
             if page.next is not None:
                 self.cursors[peer.hotkey] = page.next
@@ -84,24 +110,120 @@ class PeerSync:
                 return total
         return total
 
+    def _relayed(self, peer: Peer, permitted: set[str]) -> None:
+        """The signed pages `peer` holds of other validators, each checked against its
+        author's signature and stored like a page fetched from that author."""
+        for _ in range(MAX_PAGES_PER_ROUND):
+            after = self.relay_cursors.get(peer.hotkey, 0)
+            try:
+                data = self.fetcher.get_json(
+                    peer, f"{RELAY_PATH}?after={after}&limit={RELAY_LIMIT}",
+                    max_bytes=2 * self.max_page_bytes + 65536)
+                pages, nxt = _relay_answer(data, self.max_page_bytes)
+            except PeerUnreachable:
+                return
+            except (PeerRefused, PageInvalid) as exc:
+                self.status.page(peer.hotkey, f"relay_{exc.reason}")
+                return
+            for signed in pages:
+                self._one_relayed(peer, signed, permitted)
+            if nxt <= after or not pages:
+                return
+            self.relay_cursors[peer.hotkey] = nxt
+
+    def _one_relayed(self, peer: Peer, signed: Signed, permitted: set[str]) -> None:
+        try:
+            page = check(signed, netuid=self.netuid, own_hotkey=self.fetcher.own_hotkey,
+                         now_ns=time.time_ns(), skew_s=self.skew_s)
+        except PageInvalid as exc:
+            self.status.page(peer.hotkey, f"relay_{exc.reason}")
+            return
+        if page.validator not in permitted:
+            return  # this node itself, or a validator it does not count
+        proofs: list[tuple[str, str]] = []
+        with self.store.session() as s:
+            rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
+            _heard(s, page.validator, signed)
+        self._proven(proofs, f"relayed by {peer.hotkey}")
+        self.status.page(page.validator, "relayed", rows=rows)
+
+    def _proofs(self, peer: Peer, permitted: set[str]) -> None:
+        """The peer's proofs of equivocation, each checked again before it is stored."""
+        try:
+            data = self.fetcher.get_json(peer, EQUIVOCATIONS_PATH,
+                                         max_bytes=4 * self.max_page_bytes + 65536)
+        except (PeerUnreachable, PeerRefused):
+            return
+        if not isinstance(data, dict) or not isinstance(data.get("proofs"), list):
+            self.status.page(peer.hotkey, "proof_malformed")
+            return
+        for item in data["proofs"][:MAX_PROOFS]:
+            try:
+                validator, digest, a, b = check_proof(
+                    item, netuid=self.netuid, own_hotkey=self.fetcher.own_hotkey,
+                    now_ns=time.time_ns(), skew_s=self.skew_s,
+                    max_bytes=self.max_page_bytes)
+            except PageInvalid as exc:
+                self.status.page(peer.hotkey, f"proof_{exc.reason}")
+                continue
+            if validator not in permitted:
+                continue
+            with self.store.session() as s:
+                new = record(s, validator, digest, a, b, ban_s=self.ban_s, now=time.time())
+            if new:
+                self._proven([(validator, digest)], f"proof served by {peer.hotkey}")
+
+    def _proven(self, proofs: list[tuple[str, str]], how: str) -> None:
+        for validator, digest in proofs:
+            self.status.equivocation(validator)
+            log.warning("agreement: validator %s equivocated on run %s (%s): its "
+                        "measurements are excluded for %g s", validator, digest[:16], how,
+                        self.ban_s)
+
     def _note(self, peer: Peer, error: str) -> None:
         with self.store.session() as s:
             _mark(s, peer, ok_at=None, error=error[:500])
 
 
-def store_page(session: Session, page: MeasurementsPage, *, now: float | None = None) -> int:
+def _relay_answer(data: object, max_bytes: int) -> tuple[list[Signed], int]:
+    if not (isinstance(data, dict) and isinstance(data.get("pages"), list)
+            and isinstance(data.get("next"), int) and len(data["pages"]) <= RELAY_LIMIT):
+        raise PageInvalid("malformed", "a relay answer is {pages: [...], next: <id>}")
+    return [Signed.from_json(p, max_bytes=max_bytes) for p in data["pages"]], data["next"]
+
+
+def store_page(session: Session, page: MeasurementsPage, *, now: float | None = None,
+               signed: Signed | None = None, ban_s: float = 7 * 86400.0,
+               proofs: list[tuple[str, str]] | None = None) -> int:
     """Upsert the page's rows (one per validator and digest: the latest page wins; an old
-    page cannot come back, its signature is fresh for `signature_max_age_s` and used once),
-    their times bounded by this validator's clock (`now`); returns the rows written."""
+    page cannot come back: fetched, its signature is fresh for `signature_max_age_s` and
+    used once; relayed, a page signed before the stored one changes nothing), their times
+    bounded by this validator's clock (`now`); returns the rows written.
+
+    With `signed` (the page as its author signed it) the page is kept to be relayed, and a
+    row that conflicts with the signed row stored for that validator and run is not
+    written: the two pages are a proof of equivocation, stored (and appended to `proofs`)."""
     now = time.time() if now is None else now
 
     def bounded(claimed: float) -> float:
         return min(claimed, now)
 
+    kept = None if signed is None else _keep(session, page.validator, signed, now)
+    earlier: dict[int, MeasurementsPage] = {}
     written = 0
     for row in page.rows:
         old = session.scalar(select(PeerMeasurement).where(
             PeerMeasurement.validator == page.validator, PeerMeasurement.digest == row.digest))
+        if old is not None and kept is not None and old.page_id not in (None, kept.id):
+            before = _signed_row(session, old.page_id, row.digest, earlier)
+            if before is not None and _same_run(before[1], row) and conflicting(before[1], row):
+                first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
+                if record(session, page.validator, row.digest, first, second, ban_s=ban_s,
+                          now=now) and proofs is not None:
+                    proofs.append((page.validator, row.digest))
+                continue
+            if old.signed_ns is not None and signed.signed_ns < old.signed_ns:
+                continue  # an older page of this validator, relayed late: changes nothing
         if old is None:
             old = PeerMeasurement(validator=page.validator, digest=row.digest)
             session.add(old)
@@ -121,9 +243,58 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
         old.corpus = row.corpus
         old.scoring_version = row.scoring_version
         old.fetched_at = now
+        if kept is not None:
+            old.page_id, old.signed_ns = kept.id, signed.signed_ns
         written += 1
     session.flush()
+    if kept is not None:  # pages no stored row comes from any more are not relayed
+        session.execute(delete(SignedPage).where(
+            SignedPage.validator == page.validator,
+            ~SignedPage.id.in_(select(PeerMeasurement.page_id).where(
+                PeerMeasurement.validator == page.validator,
+                PeerMeasurement.page_id.is_not(None)))))
     return written
+
+
+def _keep(session: Session, validator: str, signed: Signed, now: float) -> SignedPage:
+    row = session.scalar(select(SignedPage).where(SignedPage.validator == validator,
+                                                  SignedPage.sha256 == signed.sha256))
+    if row is None:
+        row = SignedPage(validator=validator, signed_ns=signed.signed_ns, sha256=signed.sha256,
+                         target=signed.target, headers=signed.headers, body=signed.body,
+                         received_at=now)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def _signed_row(session: Session, page_id: int, digest: str,
+                cache: dict[int, MeasurementsPage]) -> tuple[Signed, MeasurementRow] | None:
+    stored = session.get(SignedPage, page_id)
+    if stored is None:
+        return None
+    if page_id not in cache:
+        cache[page_id] = MeasurementsPage.model_validate_json(stored.body)
+    for row in cache[page_id].rows:
+        if row.digest == digest:
+            return Signed(stored.target, dict(stored.headers), stored.body), row
+    return None
+
+
+def _same_run(a: MeasurementRow, b: MeasurementRow) -> bool:
+    return (a.miner_hotkey, a.corpus, a.scoring_version) == (
+        b.miner_hotkey, b.corpus, b.scoring_version)
+
+
+def _heard(session: Session, validator: str, signed: Signed) -> None:
+    """A relayed page of `validator` signed recently counts as hearing from it (bounded by
+    this node's clock): it stays in the electorate of a validator it does not answer."""
+    row = session.get(AgreementPeer, validator)
+    if row is None:
+        return
+    at = min(time.time(), signed.signed_ns / 1e9)
+    if row.last_ok_at is None or at > row.last_ok_at:
+        row.last_ok_at = at
 
 
 def _retire(session: Session, permitted: set[str]) -> None:

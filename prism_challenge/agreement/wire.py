@@ -15,6 +15,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 MEASUREMENTS_PATH = "/v1/measurements"
+RELAY_PATH = "/v1/relay"  # the signed pages a validator holds of others
+EQUIVOCATIONS_PATH = "/v1/equivocations"  # its proofs of equivocation
+RELAY_LIMIT = 50  # pages per relay answer
 MAX_PAGE_ROWS = 1000
 CURSOR_PATTERN = r"^[0-9]{1,20}:[0-9]{1,10}$"
 CURSOR_MAX_CHARS = 32

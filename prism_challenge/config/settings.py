@@ -257,6 +257,16 @@ class AgreementSettings(Section):
     peer_stale_s: float = Field(600.0, gt=0)
     # Seconds a signed page stays acceptable (the signature's freshness window).
     signature_max_age_s: float = Field(60.0, gt=0)
+    # Fetch the signed pages each peer holds of others (GET /v1/relay) and its proofs of
+    # equivocation (GET /v1/equivocations), so every page one honest validator holds
+    # reaches every other; false: this validator's own peers' pages only.
+    relay: bool = True
+    # Seconds a proven equivocator stays out of the electorate, from the later of its two
+    # conflicting signatures (the same moment on every validator).
+    equivocation_ban_s: float = Field(7 * 86400.0, ge=0)
+    # Fetch, from a peer, the bundle of a run that peers measured and this validator never
+    # received (checked against the miner's commitment), so that it ranks and measures it.
+    fetch_bundles: bool = True
 
 
 class RegistrySettings(Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 from prism_challenge.dashboard.html import (
@@ -132,7 +133,16 @@ def weights_html(view: Overview) -> str:
         excluded = "<h3>Excluded</h3>" + table(
             ["hotkey", "reason"], [[hotkey(x.hotkey), esc(x.reason)] for x in plan.excluded]
         )
-    return head + rows + excluded
+    return head + rows + excluded + equivocations_html(view)
+
+
+def equivocations_html(view: Overview) -> str:
+    """One line per validator proven to equivocate (agreement/equivocation.py)."""
+    return "".join(
+        f'<p>{badge("equivocation", "warn")} validator {hotkey(v)} signed two different '
+        f'measurements of run <span class="mono">{esc(d[:16])}</span>; its measurements are '
+        f"excluded until {esc(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(until)))} "
+        f"(proof at /v1/equivocations)</p>" for v, d, until in view.equivocations)
 
 
 def credit_share_html(view: Overview) -> str:

@@ -7,6 +7,7 @@ single session its route opens and returns plain frozen values.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from prism_challenge.registry.credit import credit_table
 from prism_challenge.registry.service import journal_page, read_state
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 from prism_challenge.storage.lifecycle import FINAL, Status
-from prism_challenge.storage.tables import RegistryHypothesis, Score, Submission
+from prism_challenge.storage.tables import Equivocation, RegistryHypothesis, Score, Submission
 from prism_challenge.weights.plan import WeightPlan, build_plan
 from prism_challenge.weights.research import session_credit
 
@@ -69,6 +70,8 @@ class Overview:
     queue: list[SubmissionRow]  # open ones oldest first, then the latest final ones
     hypotheses: list[dict]  # the registry's materialised rows (posteriors panel input)
     research_credit: dict[str, float] = field(default_factory=dict)  # hotkey -> pot share
+    # proofs of equivocation in force: (validator, run digest, excluded until)
+    equivocations: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,10 @@ def load_overview(
         queue=load_queue(session, queue_rows),
         hypotheses=hypotheses,
         research_credit=dict(research_credit or {}),
+        equivocations=[(r.validator, r.digest, r.until) for r in session.scalars(
+            select(Equivocation).where(Equivocation.until > (time.time() if now is None
+                                                             else now))
+            .order_by(Equivocation.id))],
     )
 
 

@@ -170,3 +170,29 @@ def admit(
     session.add(row)
     session.flush()
     return _receipt(row, idempotent=False)
+
+
+def admit_from_peer(session: Session, *, hotkey: str, bundle: Bundle,
+                    commitment: Commitment | None,
+                    metagraph: MetagraphView, policy: IntakePolicy, now: float,
+                    settle_s: float = 0.0) -> Submission | None:
+    """Accept a bundle fetched from a peer validator (a run peers measured that never
+    reached this one) under the checks the miner's own upload gets after its signature:
+    the miner is registered and its latest commitment names exactly this bundle. Returns
+    the new row, or None when this validator already holds the digest. Raises ApiError
+    (the same rules as an upload) when a check fails."""
+    serialize_on(session, f"intake:{hotkey}")
+    if not metagraph.is_registered(hotkey):
+        raise ApiError(403, "NOT_REGISTERED",
+                       f"{hotkey} is not registered on netuid {policy.netuid}")
+    commitment = _check_commitment(commitment, hotkey, bundle.digest, policy)
+    if session.scalar(select(Submission.id).where(Submission.digest == bundle.digest)):
+        return None
+    uid = commitment.uid if commitment.uid is not None else metagraph.uid_of(hotkey)
+    row = Submission(digest=bundle.digest, hotkey=hotkey, status=Status.RECEIVED.value,
+                     reason=None, attempts=0, accepted_at=now, block=commitment.block, uid=uid,
+                     updated_at=now, not_before=now + settle_s, name=bundle.meta.name,
+                     bundle=bundle.to_wire())
+    session.add(row)
+    session.flush()
+    return row

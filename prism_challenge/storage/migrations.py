@@ -13,9 +13,11 @@ from sqlalchemy import Connection, Engine, inspect, select, text
 from prism_challenge.storage.tables import (
     AgreementPeer,
     Base,
+    Equivocation,
     PeerMeasurement,
     RegistryJournal,
     SchemaVersion,
+    SignedPage,
     Verification,
 )
 
@@ -44,9 +46,26 @@ def _v5_peer_measurements(conn: Connection) -> None:
     AgreementPeer.__table__.create(conn, checkfirst=True)
 
 
+def _v6_reserved(conn: Connection) -> None:
+    """Reserved: v6 is the replay plans' step, written on another branch; a merge puts that
+    step here. Nothing to do for the agreement tables (v7)."""
+
+
+def _v7_relay_and_equivocations(conn: Connection) -> None:
+    """Agreement: peers' signed pages kept as signed (relayed to other validators), the
+    page each peer measurement came from, and proofs of equivocation."""
+    SignedPage.__table__.create(conn, checkfirst=True)
+    Equivocation.__table__.create(conn, checkfirst=True)
+    columns = {c["name"] for c in inspect(conn).get_columns("peer_measurements")}
+    if "page_id" not in columns:
+        conn.execute(text("ALTER TABLE peer_measurements ADD COLUMN page_id INTEGER"))
+    if "signed_ns" not in columns:
+        conn.execute(text("ALTER TABLE peer_measurements ADD COLUMN signed_ns BIGINT"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
-    _v5_peer_measurements,
+    _v5_peer_measurements, _v6_reserved, _v7_relay_and_equivocations,
 ]
 LATEST = len(MIGRATIONS)
 

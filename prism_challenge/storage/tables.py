@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Float,
     ForeignKey,
     Integer,
@@ -246,6 +247,10 @@ class PeerMeasurement(Base):
     corpus: Mapped[str] = mapped_column(String(32), nullable=False)
     scoring_version: Mapped[str] = mapped_column(String(16), nullable=False)
     fetched_at: Mapped[float] = mapped_column(Float, nullable=False)
+    # the signed page this row came from (relayed as is), and when its author signed it:
+    # a relayed page older than the one stored changes nothing
+    page_id: Mapped[int | None] = mapped_column(Integer)
+    signed_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class AgreementPeer(Base):
@@ -260,3 +265,38 @@ class AgreementPeer(Base):
     last_ok_at: Mapped[float | None] = mapped_column(Float)
     last_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class SignedPage(Base):
+    """A peer's measurements page exactly as its author signed it (request target, the
+    `btauth/1` headers, the body bytes): anyone can check it, so this node relays it to
+    other validators (`GET /v1/relay`) and two conflicting ones are a proof."""
+
+    __tablename__ = "signed_pages"
+    __table_args__ = (UniqueConstraint("validator", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    validator: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    signed_ns: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    target: Mapped[str] = mapped_column(String(200), nullable=False)
+    headers: Mapped[dict] = mapped_column(JSON, nullable=False)
+    body: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    received_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class Equivocation(Base):
+    """A proof that a validator signed two different measurements of one run: both signed
+    pages. Its measurements are excluded from ranking until `until` (the later signature's
+    time plus `agreement.equivocation_ban_s`: the same moment on every validator)."""
+
+    __tablename__ = "equivocations"
+    __table_args__ = (UniqueConstraint("validator", "digest"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    validator: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    digest: Mapped[str] = mapped_column(String(64), nullable=False)
+    proof: Mapped[dict] = mapped_column(JSON, nullable=False)
+    signed_ns: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    until: Mapped[float] = mapped_column(Float, nullable=False)
+    found_at: Mapped[float] = mapped_column(Float, nullable=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import bittensor
 
+from prism_challenge.agreement.bundles import BundleFetcher
 from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import electorate
 from prism_challenge.agreement.status import AgreementStatus
@@ -36,6 +37,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.metrics.cluster import ClusterCollector
 from prism_challenge.metrics.slots import SlotCollector
 from prism_challenge.registry.loop import ResearchLoop
@@ -238,7 +240,12 @@ class ValidatorNode:
         fetcher = PeerFetcher(own_hotkey=self.hotkey, netuid=self.settings.chain.netuid,
                               timeout_s=cfg.timeout_s, max_page_bytes=cfg.max_page_bytes,
                               max_age_s=cfg.signature_max_age_s)
-        sync = PeerSync(self.store, fetcher, self.agreement, cfg.page_size)
+        bundles = self._bundle_fetcher() if cfg.fetch_bundles else None
+        sync = PeerSync(self.store, fetcher, self.agreement, cfg.page_size,
+                        netuid=self.settings.chain.netuid, relay=cfg.relay,
+                        ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
+                        max_page_bytes=cfg.max_page_bytes,
+                        bundles=bundles)
         try:
             while True:
                 try:
@@ -253,6 +260,15 @@ class ValidatorNode:
                     return
         finally:
             fetcher.close()
+            if bundles is not None:
+                bundles.close()
+
+    def _bundle_fetcher(self) -> BundleFetcher:
+        """Fetches runs known only from peers (agreement/bundles.py)."""
+        return BundleFetcher(self.store, self.chain.subnet, self.metagraph, self.wallet,
+                             policy=IntakePolicy.from_settings(self.settings),
+                             settle_s=self.settings.gates.settle_s,
+                             timeout_s=self.settings.agreement.timeout_s)
 
     def _chain_loop(self) -> None:
         while not self.stop_event.wait(self.settings.chain.poll_s):

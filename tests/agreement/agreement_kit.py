@@ -15,6 +15,7 @@ from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.agreement.sync import PeerSync
 from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.bundle import Bundle
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
@@ -40,12 +41,16 @@ def settings(**agreement) -> Settings:
 
 
 def add_scored(store: Store, *, name: str, miner: str, block: int, bpb: float,
-               verified: bool = True, eligible: bool = True, at: float = LONG_AGO) -> int:
-    """A run scored (and its contender replay passed) on this validator."""
+               verified: bool = True, eligible: bool = True, at: float = LONG_AGO,
+               bundle: Bundle | None = None) -> int:
+    """A run scored (and its contender replay passed) on this validator; `bundle`: the
+    real bundle it stores (its digest then names the run)."""
+    digest, wire = (digest_of(name), b"x") if bundle is None else (bundle.digest,
+                                                                     bundle.to_wire())
     with store.session() as s:
-        sub = Submission(digest=digest_of(name), hotkey=miner, status="scored", attempts=1,
+        sub = Submission(digest=digest, hotkey=miner, status="scored", attempts=1,
                          accepted_at=at, block=block, uid=block, updated_at=at,
-                         reviewed="passed", name=name, bundle=b"x")
+                         reviewed="passed", name=name, bundle=wire)
         s.add(sub)
         s.flush()
         s.add(Score(submission_id=sub.id, bpb=bpb, heldout_delta=0.5, eligible=eligible,
@@ -79,15 +84,21 @@ class Node:
             hotkey=self.hotkey, signer=self.wallet, **deps)))
         return self.url
 
-    def sync(self, peers: list[Peer], **fetcher) -> tuple[dict[str, int], AgreementStatus]:
-        """One real round of the peer loop against `peers` (electorate[0] is this node)."""
+    def sync(self, peers: list[Peer], *, bundles=None, **fetcher
+             ) -> tuple[dict[str, int], AgreementStatus]:
+        """One real round of the peer loop against `peers` (electorate[0] is this node),
+        relaying included; `bundles`: a BundleFetcher for runs known only from peers."""
         cfg = self.settings.agreement
         self.status = AgreementStatus()
         kwargs = dict(own_hotkey=self.hotkey, netuid=NETUID, timeout_s=cfg.timeout_s,
                       max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
         with_fetcher = PeerFetcher(**(kwargs | fetcher))
         try:
-            stored = PeerSync(self.store, with_fetcher, self.status, cfg.page_size).round(peers)
+            stored = PeerSync(self.store, with_fetcher, self.status, cfg.page_size,
+                              netuid=NETUID, relay=cfg.relay, ban_s=cfg.equivocation_ban_s,
+                              skew_s=cfg.signature_max_age_s,
+                              max_page_bytes=cfg.max_page_bytes,
+                              bundles=bundles).round(peers)
         finally:
             with_fetcher.close()
         return stored, self.status

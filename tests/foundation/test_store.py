@@ -114,18 +114,22 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         conn.execute(text("drop table registry_journal"))
         conn.execute(text("drop table peer_measurements"))
         conn.execute(text("drop table agreement_peers"))
+        conn.execute(text("drop table signed_pages"))
+        conn.execute(text("drop table equivocations"))
         conn.execute(text("alter table submissions drop column uid"))
         conn.execute(text("update schema_version set version = 1"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 5
+        assert s.scalar(text("select version from schema_version")) == LATEST == 7
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
         assert s.scalar(text("select count(*) from registry_journal")) == 0
         assert s.scalar(text("select count(*) from peer_measurements")) == 0
         assert s.scalar(text("select count(*) from agreement_peers")) == 0
+        assert s.scalar(text("select count(*) from signed_pages")) == 0
+        assert s.scalar(text("select count(*) from equivocations")) == 0
     store.close()
 
 
@@ -165,3 +169,34 @@ def test_bundle_bytes_and_json_round_trip(any_store):
         assert s.scalar(select(Submission.bundle)) == blob
         assert s.scalar(select(RunRecord.record)) == {"nats": 1.25, "rows": [1, 2], "ok": True,
                                                       "none": None}
+
+
+def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows(store_url):
+    """v7 (agreement relay): a store at v5 keeps its peer measurements, whose rows gain the
+    page they came from (none yet), and gains the signed pages and proofs tables."""
+    from prism_challenge.storage.tables import Equivocation, PeerMeasurement
+
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(PeerMeasurement(validator="v", digest="d" * 64, miner_hotkey="m", bpb=0.99,
+                              heldout_delta=0.5, eligible=True, measured_at=1.0,
+                              corpus="demo", scoring_version="1.0.0", fetched_at=2.0))
+    with store.engine.begin() as conn:
+        conn.execute(text("drop table signed_pages"))
+        conn.execute(text("drop table equivocations"))
+        conn.execute(text("alter table peer_measurements drop column page_id"))
+        conn.execute(text("alter table peer_measurements drop column signed_ns"))
+        conn.execute(text("update schema_version set version = 5"))
+    store.close()
+    store = Store(store_url)
+    with store.session() as s:
+        assert s.scalar(text("select version from schema_version")) == LATEST == 7
+        row = s.scalars(select(PeerMeasurement)).one()
+        assert (row.bpb, row.page_id, row.signed_ns) == (0.99, None, None)
+        row.page_id, row.signed_ns = 3, 2**62  # nanoseconds need 64 bits
+        s.add(Equivocation(validator="v", digest="d" * 64, proof={}, signed_ns=2**62,
+                           until=1.0, found_at=1.0))
+    with store.session() as s:
+        assert s.scalars(select(PeerMeasurement)).one().signed_ns == 2**62
+        assert s.scalar(text("select count(*) from equivocations")) == 1
+    store.close()

@@ -1,0 +1,148 @@
+"""Runs known only from peers: fetch the bundle from a peer, check it, queue it here.
+
+A miner uploads its bundle to each validator itself; one that was down, answered 429 or
+503, or was skipped never holds it, and a validator never ranks a run it does not hold.
+So every poll, for each (digest, miner) that permitted peers measured and this validator
+holds no submission of, the peer loop:
+
+1. reads the miner's latest commitment: it must name exactly this digest (the check a
+   miner's own upload gets; a commitment superseded before the fetch leaves the run
+   unfetched here, logged);
+2. asks the peers that measured it, in turn, for `GET /v1/bundles/<digest>`, signed by
+   this validator's hotkey for that peer (a peer serves its stored bundles to permitted
+   validators only, never to miners);
+3. checks the bytes: a well-formed bundle whose canonical digest is the one asked for (a
+   peer cannot substitute anything: the digest is the commitment's);
+4. stores it as `received` (`intake/admission.py: admit_from_peer`), so it goes through the
+   gates, is measured and served like an upload, and ranks on the peers' measurements
+   before its own is made.
+
+A run whose bundle no peer can give (every one that holds it is down, or none of them
+measured it) is retried after `RETRY_S`; it ranks nowhere that does not hold it, and where
+it is held it ranks once a quorum of the permitted stake has measured it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+from bittensor import http_auth
+from sqlalchemy import select
+
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.api.errors import ApiError
+from prism_challenge.bundle import Bundle, BundleError
+from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.chain.subnet import Subnet
+from prism_challenge.chain.subtensor import ChainUnavailable
+from prism_challenge.intake.admission import admit_from_peer
+from prism_challenge.intake.policy import IntakePolicy
+from prism_challenge.scoring.version import SCORING_VERSION
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import PeerMeasurement, Submission
+
+log = logging.getLogger("prism.agreement")
+
+BUNDLES_PATH = "/v1/bundles"
+MAX_PER_ROUND = 8  # bundles fetched per poll; more wait for the next
+RETRY_S = 300.0  # a run whose bundle could not be had is tried again after this
+
+
+class BundleFetcher:
+    def __init__(self, store: Store, subnet: Subnet, metagraph: MetagraphView, signer, *,
+                 policy: IntakePolicy, settle_s: float, timeout_s: float,
+                 client: httpx.Client | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store, self.subnet, self.metagraph, self.signer = store, subnet, metagraph, signer
+        self.policy, self.settle_s, self.clock = policy, settle_s, clock
+        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False)
+        self.retry_at: dict[str, float] = {}
+        self.fetched = 0
+
+    def close(self) -> None:
+        self.client.close()
+
+    def missing(self) -> dict[tuple[str, str], list[str]]:
+        """(digest, miner) -> the validators that measured it, for runs held nowhere here."""
+        out: dict[tuple[str, str], list[str]] = {}
+        with self.store.session() as s:
+            for digest, miner, validator in s.execute(
+                    select(PeerMeasurement.digest, PeerMeasurement.miner_hotkey,
+                           PeerMeasurement.validator)
+                    .where(PeerMeasurement.scoring_version == SCORING_VERSION,
+                           ~PeerMeasurement.digest.in_(select(Submission.digest)))
+                    .order_by(PeerMeasurement.id)):
+                out.setdefault((digest, miner), []).append(validator)
+        return out
+
+    def round(self, peers: list[Peer]) -> int:
+        """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored."""
+        now = self.clock()
+        urls = {p.hotkey: p for p in peers if p.url is not None}
+        stored = 0
+        todo = [(k, v) for k, v in self.missing().items() if self.retry_at.get(k[0], 0) <= now]
+        for (digest, miner), measurers in todo[:MAX_PER_ROUND]:
+            self.retry_at[digest] = now + RETRY_S
+            try:
+                commitment = self.subnet.latest_commitment(miner)
+            except ChainUnavailable as exc:
+                log.info("agreement: run %s of %s not fetched yet: %s", digest[:16], miner, exc)
+                return stored
+            bundle = None
+            for validator in measurers + [h for h in urls if h not in measurers]:
+                if validator in urls:
+                    bundle = self._get(urls[validator], digest)
+                    if bundle is not None:
+                        break
+            if bundle is None:
+                log.info("agreement: run %s of %s is known from peers, but no peer gave its "
+                         "bundle; trying again in %g s", digest[:16], miner, RETRY_S)
+                continue
+            try:
+                with self.store.session() as s:
+                    row = admit_from_peer(s, hotkey=miner, bundle=bundle, commitment=commitment,
+                                          metagraph=self.metagraph, policy=self.policy,
+                                          now=self.clock(), settle_s=self.settle_s)
+            except ApiError as exc:
+                log.warning("agreement: run %s of %s fetched from a peer but not accepted "
+                            "(%s): %s", digest[:16], miner, exc.rule, exc.detail)
+                continue
+            if row is not None:
+                stored += 1
+                self.fetched += 1
+                self.retry_at.pop(digest, None)
+                log.info("agreement: run %s of %s fetched from a peer and queued for the "
+                         "gates (it never reached this validator)", digest[:16], miner)
+        return stored
+
+    def _get(self, peer: Peer, digest: str) -> Bundle | None:
+        path = f"{BUNDLES_PATH}/{digest}"
+        headers = http_auth.sign(self.signer, method="GET", path=path, body=b"",
+                                 receiver_ss58=peer.hotkey)
+        try:
+            with self.client.stream("GET", peer.url.rstrip("/") + path,
+                                    headers=headers) as response:
+                if response.status_code != 200:
+                    return None
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.policy.max_body_bytes:
+                        return None
+                    chunks.append(chunk)
+        except httpx.HTTPError:
+            return None
+        try:
+            bundle = Bundle.from_wire(b"".join(chunks))
+        except BundleError as exc:
+            log.warning("agreement: peer %s served a bundle for %s that does not read: %s",
+                        peer.hotkey, digest[:16], exc)
+            return None
+        if bundle.digest != digest:
+            log.warning("agreement: peer %s served another bundle (%s) for %s; ignored",
+                        peer.hotkey, bundle.digest[:16], digest[:16])
+            return None
+        return bundle

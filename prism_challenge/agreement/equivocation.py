@@ -1,0 +1,93 @@
+"""Equivocation: one validator signing two different measurements of one run.
+
+An honest validator scores a run once: its bpb, held-out delta and scoring time for a
+(digest, miner hotkey, corpus, scoring version) never change (only the replay verdict and
+eligibility that follows from it do). Two signed pages of one hotkey that disagree on those
+values are therefore a proof that it served different numbers to different validators:
+checkable by anyone (agreement/signed.py), stored in `equivocations`, served at
+`GET /v1/equivocations`, fetched and checked again by every peer. Every validator holding a
+proof leaves that validator out of its electorate until `until` = the later signature's
+time + `agreement.equivocation_ban_s`: the same moment everywhere, since both times are
+signed. Its stake still counts in the permitted stake, so it weighs like a withholding
+validator: the others must pass the quorum without it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from prism_challenge.agreement.signed import PageInvalid, Signed, check
+from prism_challenge.storage.tables import Equivocation
+
+
+class Measured(Protocol):
+    bpb: float
+    heldout_delta: float
+    measured_at: float
+
+
+def conflicting(a: Measured, b: Measured) -> bool:
+    """Two measurements of one run by one validator that an honest one never signs: a
+    different bpb, held-out delta or scoring time."""
+    return (a.bpb, a.heldout_delta, a.measured_at) != (b.bpb, b.heldout_delta, b.measured_at)
+
+
+def banned_until(signed_ns: int, ban_s: float) -> float:
+    """When a proof whose later page was signed at `signed_ns` stops excluding."""
+    return signed_ns / 1e9 + ban_s
+
+
+def excluded(session: Session, *, now: float | None = None) -> set[str]:
+    """Validators with a proof in force: left out of the electorate."""
+    now = time.time() if now is None else now
+    return set(session.scalars(select(Equivocation.validator).where(Equivocation.until > now)))
+
+
+def proof(validator: str, digest: str, first: Signed, second: Signed) -> dict:
+    return {"validator": validator, "digest": digest,
+            "pages": [first.to_json(), second.to_json()]}
+
+
+def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew_s: float,
+                max_bytes: int) -> tuple[str, str, Signed, Signed]:
+    """(validator, digest, first, second) of a proof that checks out: two pages both
+    signed by `validator`, each with a row for `digest` of the same miner, corpus and
+    scoring version, that conflict. Raises PageInvalid otherwise."""
+    if not isinstance(data, dict) or set(data) != {"validator", "digest", "pages"} or not (
+            isinstance(data["pages"], list) and len(data["pages"]) == 2):
+        raise PageInvalid("malformed", "a proof is {validator, digest, pages: [two pages]}")
+    validator, digest = data["validator"], data["digest"]
+    signed = [Signed.from_json(p, max_bytes=max_bytes) for p in data["pages"]]
+    rows = []
+    for s in signed:
+        page = check(s, netuid=netuid, own_hotkey=own_hotkey, now_ns=now_ns, skew_s=skew_s)
+        if page.validator != validator:
+            raise PageInvalid("wrong_validator", f"a proof against {validator!r} holds a page "
+                              f"of {page.validator}")
+        found = [r for r in page.rows if r.digest == digest]
+        if not found:
+            raise PageInvalid("malformed", f"a page of the proof has no row for {digest!r}")
+        rows.append(found[0])
+    a, b = rows
+    if (a.miner_hotkey, a.corpus, a.scoring_version) != (
+            b.miner_hotkey, b.corpus, b.scoring_version) or not conflicting(a, b):
+        raise PageInvalid("no_conflict", f"the two pages agree on {digest[:16]}: no proof")
+    return validator, digest, signed[0], signed[1]
+
+
+def record(session: Session, validator: str, digest: str, first: Signed, second: Signed, *,
+           ban_s: float, now: float) -> bool:
+    """Store a checked proof (one per validator and run); True when it is new here."""
+    if session.scalar(select(Equivocation.id).where(
+            Equivocation.validator == validator, Equivocation.digest == digest)) is not None:
+        return False
+    later = max(first.signed_ns, second.signed_ns)
+    session.add(Equivocation(validator=validator, digest=digest,
+                             proof=proof(validator, digest, first, second), signed_ns=later,
+                             until=banned_until(later, ban_s), found_at=now))
+    session.flush()
+    return True

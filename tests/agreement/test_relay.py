@@ -1,0 +1,187 @@
+"""Relaying between validators on 127.0.0.1 (real wallets, real servers, real stores):
+a validator that serves different signed pages to different peers is proven to equivocate
+on every honest validator and left out of all their electorates; a run whose upload missed
+one of four validators is fetched from a peer, checked against the miner's commitment, and
+ranked there like everywhere else."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from agreement_kit import LONG_AGO, NETUID, Node, add_scored, digest_of, electorate_of, settings
+from bittensor import http_auth
+from fixture_bundles import bundle as fixture_bundle
+from sqlalchemy import select
+
+from prism_challenge.agreement.bundles import BundleFetcher
+from prism_challenge.agreement.equivocation import check_proof, excluded
+from prism_challenge.agreement.fetch import PeerFetcher
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.ranking import ranked_entries
+from prism_challenge.agreement.signed import PageInvalid
+from prism_challenge.agreement.sync import store_page
+from prism_challenge.bundle import Bundle
+from prism_challenge.chain.ledger import LocalLedger
+from prism_challenge.chain.subnet import commitment_value
+from prism_challenge.intake.policy import IntakePolicy
+from prism_challenge.storage import Store
+from prism_challenge.storage.tables import (
+    Equivocation,
+    PeerMeasurement,
+    Submission,
+    Verification,
+)
+from prism_challenge.weights.plan import load_plan
+
+# Y as each honest validator measured it; X stands at 1.000 and the dethrone margin (0.5%)
+# needs Y <= 0.995: the honest median (0.996) keeps X, the liar's low 0.980 would make a
+# validator that counts it rank Y at 0.993
+HONEST_Y = {"a": 0.993, "b": 0.997, "c": 0.996}
+
+
+def plan_of(node):
+    with node.store.session() as s:
+        return load_plan(s, node.metagraph, node.settings, hotkey=node.hotkey)
+
+
+def test_an_equivocation_is_proven_relayed_and_excluded_on_every_honest_validator(
+        nodes, wallets, live_server, tmp_path):
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    honest = [nodes[n] for n in ("a", "b", "c")]
+    liar_low = nodes["liar"]  # what a and b are shown
+    liar_high = Node("liar", wallets["liar"], Store(f"sqlite:///{tmp_path / 'liar2'}.db"),
+                     settings(), liar_low.metagraph)  # the same hotkey, shown to c
+    for node, y in [(n, HONEST_Y[n.name]) for n in honest] + [(liar_low, 0.980),
+                                                              (liar_high, 1.020)]:
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=y)
+        node.serve(live_server)
+    shown = {"a": liar_low, "b": liar_low, "c": liar_high}
+
+    def electorate(node):
+        return electorate_of(node, [o for o in honest if o is not node] + [shown[node.name]])
+
+    first = {n.name: n.sync(electorate(n))[1] for n in honest}
+    # a synced first and holds only the low page: it ranks Y on the liar's lie; c saw both
+    # pages (the high one from the liar, the low one relayed by a) and has the proof
+    assert plan_of(honest[0]).leader.hotkey == m2
+    assert first["c"].equivocations == {liar_low.hotkey: 1}
+    second = {n.name: n.sync(electorate(n))[1] for n in honest}
+    assert second["a"].equivocations == second["b"].equivocations == {liar_low.hotkey: 1}
+
+    for node in honest:
+        with node.store.session() as s:
+            proofs = s.scalars(select(Equivocation)).all()
+            assert [(p.validator, p.digest) for p in proofs] == [(liar_low.hotkey,
+                                                                 digest_of("Y"))]
+            assert excluded(s) == {liar_low.hotkey}
+            ranked = ranked_entries(s, node.settings, node.hotkey)
+        assert "1 excluded for equivocating" in ranked.note
+        plan = plan_of(node)  # the honest median 0.996 everywhere: X keeps the lead
+        assert (plan.leader.hotkey, plan.leader.bpb) == (m1, 1.000)
+        assert {e.digest: e.bpb for e in ranked.entries}[digest_of("Y")] == 0.996
+        served = httpx.get(f"{node.url}/v1/equivocations", timeout=10).json()
+        validator, digest, a, b = check_proof(
+            served["proofs"][0], netuid=NETUID, own_hotkey=node.hotkey,
+            now_ns=time.time_ns(), skew_s=60, max_bytes=1_000_000)
+        assert (validator, digest) == (liar_low.hotkey, digest_of("Y"))
+        assert a.body != b.body
+        page = httpx.get(f"{node.url}/dashboard", timeout=10).text
+        assert "signed two different measurements" in page and digest_of("Y")[:16] in page
+
+    # anyone re-checks a proof: one with a page altered after signing is refused
+    proof = httpx.get(f"{honest[0].url}/v1/equivocations", timeout=10).json()["proofs"][0]
+    forged = {**proof, "pages": [proof["pages"][0], proof["pages"][0]]}
+    with pytest.raises(PageInvalid, match="agree"):
+        check_proof(forged, netuid=NETUID, own_hotkey=honest[0].hotkey,
+                    now_ns=time.time_ns(), skew_s=60, max_bytes=1_000_000)
+    liar_high.store.close()
+
+
+def test_a_run_whose_upload_missed_one_of_four_validators_is_fetched_and_ranked_there(
+        nodes, wallets, live_server, tmp_path):
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    ledger = LocalLedger(tmp_path / "ledger.db", nodes["a"].metagraph)
+    y = Bundle(fixture_bundle("tiny"))
+    committed = ledger.commit(wallets["miner2"], commitment_value(m2, y.digest))
+    trio = [nodes[n] for n in ("a", "b", "c")]
+    d = nodes["liar"]  # an honest fourth validator here: the upload of Y never reached it
+    for node, y_bpb in zip(trio, (0.990, 0.992, 0.994), strict=True):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=committed.block, bpb=y_bpb,
+                   bundle=y)
+    add_scored(d.store, name="X", miner=m1, block=1, bpb=1.000)
+    four = trio + [d]
+    for node in four:
+        node.serve(live_server)
+    for node in four:  # d does not fetch bundles yet: the node before this change
+        node.sync(electorate_of(node, [o for o in four if o is not node]))
+    assert {n.name: plan_of(n).leader.hotkey for n in four} == {
+        "a": m2, "b": m2, "c": m2, "liar": m1}  # d keeps X for good
+
+    fetcher = BundleFetcher(d.store, ledger, d.metagraph, d.wallet,
+                            policy=IntakePolicy.from_settings(d.settings), settle_s=0.0,
+                            timeout_s=5)
+    try:
+        d.sync(electorate_of(d, trio), bundles=fetcher)
+    finally:
+        fetcher.close()
+    assert fetcher.fetched == 1
+    with d.store.session() as s:
+        row = s.scalars(select(Submission).where(Submission.digest == y.digest)).one()
+        assert (row.hotkey, row.status, row.block, Bundle.from_wire(row.bundle).digest) == (
+            m2, "received", committed.block, y.digest)  # queued for the gates like an upload
+    plans = [plan_of(n) for n in four]
+    assert {(p.leader.hotkey, p.leader.bpb) for p in plans} == {(m2, 0.992)}
+    assert len({(tuple(p.uids), tuple(p.weights_u16)) for p in plans}) == 1
+
+
+def test_bundles_are_served_to_permitted_validators_only(nodes, wallets, live_server):
+    y = Bundle(fixture_bundle("tiny"))
+    a = nodes["a"]
+    add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address, block=2,
+               bpb=0.99, bundle=y)
+    a.serve(live_server)
+    got = httpx.get(f"{a.url}/v1/bundles/{y.digest}", timeout=10)
+    assert (got.status_code, got.json()["rule"]) == (403, "PEER_AUTH")  # unsigned: refused
+    path = f"/v1/bundles/{y.digest}"
+    signed = http_auth.sign(wallets["miner1"], method="GET", path=path,
+                            receiver_ss58=a.hotkey)
+    got = httpx.get(f"{a.url}{path}", headers=signed, timeout=10)
+    assert (got.status_code, got.json()["rule"]) == (403, "PEER_AUTH")  # a miner: refused
+    a.sync(electorate_of(a, [nodes["b"]]))  # a now knows b as a permitted validator
+    signed = http_auth.sign(wallets["b"], method="GET", path=path, receiver_ss58=a.hotkey)
+    got = httpx.get(f"{a.url}{path}", headers=signed, timeout=10)
+    assert got.status_code == 200 and Bundle.from_wire(got.content).digest == y.digest
+
+
+def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
+        nodes, wallets, live_server):
+    """An honest row changes once its replay ends (here: it fails, so the run is no longer
+    eligible); the earlier page, relayed after the later one, neither reverts it nor counts
+    as equivocation (same bpb, held-out delta and scoring time)."""
+    a, b = nodes["a"], nodes["b"]
+    add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address, block=2,
+               bpb=0.99)
+    a.serve(live_server)
+    fetcher = PeerFetcher(own_hotkey=b.hotkey, netuid=NETUID, timeout_s=5,
+                          max_page_bytes=1_000_000, max_age_s=60)
+    peer = Peer(a.hotkey, a.url, 1.0)
+    try:
+        before = fetcher.fetch(peer, None, 100)
+        with a.store.session() as s:
+            check = s.scalars(select(Verification)).one()
+            check.status, check.updated_at = "failed", LONG_AGO + 5
+        after = fetcher.fetch(peer, None, 100)
+    finally:
+        fetcher.close()
+    assert [r.eligible for r in before[0].rows] == [True]
+    assert [r.eligible for r in after[0].rows] == [False]
+    with b.store.session() as s:
+        proofs: list = []
+        store_page(s, after[0], signed=after[1], proofs=proofs)
+        assert store_page(s, before[0], signed=before[1], proofs=proofs) == 0
+        assert proofs == [] and s.scalars(select(Equivocation)).all() == []
+        assert s.scalars(select(PeerMeasurement)).one().eligible is False
