@@ -116,6 +116,7 @@ def report(results: list[dict], settings) -> None:
           "bound max | penalised |")
     print("|---|---|---|---|---|---|---|---|---|")
     spread, low, penalised, draws = 0.0, math.inf, [], 0
+    upper = (-math.inf, "")  # the largest gap + gap_z * SE of any honest draw
     for r in results:
         record = RunRecord.model_validate(r["record"])
         scores = [score_record(record, sc)] + [
@@ -126,6 +127,9 @@ def report(results: list[dict], settings) -> None:
         ses = [s.gap_se or 0.0 for s in scores if s.gap is not None]
         bounds = [s.gap_bound for s in scores if s.gap_bound is not None]
         helds = [s.heldout_bpb for s in scores if s.heldout_bpb is not None]
+        for s in scores:
+            if s.gap is not None:
+                upper = max(upper, (s.gap + sc.gap_z * (s.gap_se or 0.0), r["name"]))
         bad = [s for s in scores if s.penalty > 0 or any(x.startswith("gap") for x in s.reasons)]
         if bad or not gaps:
             penalised.append(r["name"])
@@ -139,6 +143,7 @@ def report(results: list[dict], settings) -> None:
         print(f"| {r['name']} | {record.exit_reason} | {scores[0].prequential_bpb:.4f} | "
               f"{held} | {gap_cols} | {len(bad)} of {len(scores)} |", flush=True)
     margin = sc.dethrone_margin * low
+    print(f"largest honest gap + {sc.gap_z:g} SE: {upper[0]:.4f} ({upper[1]})")
     print(f"score noise: ranked bpb range {spread:.6f} over {draws} draws, margin "
           f"{margin:.4f}, honest penalised {len(penalised)} of {len(results)}"
           + (f" ({', '.join(penalised)})" if penalised else ""))
