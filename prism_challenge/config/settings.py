@@ -182,8 +182,10 @@ class ScoringSettings(Section):
     dethrone_z: float = Field(2.0, ge=0)
     dethrone_windows: int = Field(32, ge=3, le=1024)
     tail_fraction: float = Field(0.1, gt=0, le=1)
-    gap_penalty_start: float = Field(0.15, ge=0)
-    gap_zero: float = Field(0.5, ge=0)
+    # calibrated on honest runs (docs/scoring.md): above the largest honest gap + 2 SE
+    # measured (0.42), and half the bound of the weakest gap-caught attack (2.0)
+    gap_penalty_start: float = Field(0.5, ge=0)
+    gap_zero: float = Field(1.0, ge=0)
     # the gap is judged at its lower bound gap - gap_z * SE (SE of the held-out bpb), so
     # sampling noise of the held-out plan never becomes penalty
     gap_z: float = Field(2.0, ge=0)
