@@ -51,8 +51,7 @@ def main() -> None:
                      NODE_WORK_DIR_ENV: str(work / "node-runs")}})
     settings = Settings(
         challenge={"seq_len": 32, "token_budget": 32 * 8 * 4, "deadline_s": 120.0},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
         data={"root": str(work / "data")},
         validator={"executor": "ray", "work_dir": str(work / "runs")},

@@ -60,8 +60,7 @@ def record_curves(path: Path, steps: int, seq_len: int) -> dict:
         challenge={"seq_len": seq_len, "token_budget": seq_len * BATCH_ROWS * steps,
                    "deadline_s": 600.0},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0, "eval_time_s": 300.0},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
     )
     runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
     curves = {}

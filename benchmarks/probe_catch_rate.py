@@ -77,7 +77,7 @@ def main() -> None:
                 challenge={"seq_len": args.seq_len, "token_budget": rows * args.seq_len,
                            "deadline_s": 600.0, "seed": 1000 + seed},
                 sandbox={"cpu_threads": 1, "save_grace_s": 10.0},
-                scoring={"heldout_positions": 128, "heldout_twin_positions": 32},
+                scoring={"heldout_positions": 128},
             )
             runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
             files = bundle("peek", **subs)

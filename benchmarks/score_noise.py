@@ -1,113 +1,186 @@
 """How much the ranked bpb moves with the held-out draw, and whether honest runs are penalised.
 
-1. Every honest bundle (examples/* and tests/fixtures/honest/*) is trained once through the
-   real runner (bubblewrap, feeder, one rank) on one prepared synthetic stream, under the
-   local round (`LOCAL_ROUND`, what `prism eval` uses).
-2. The baseline's final weights are then evaluated again under `--rounds` other rounds (the
-   plans different rounds would draw: `round_of(master, k)`), with no retraining; each other
-   bundle under `--draws` rounds. Each evaluation is scored with `score_record` on the run's
-   own stream, so only the held-out plan changes.
-3. Ranked bpb range = max - min of the baseline's ranked bpb over its rounds; the margin is
-   `dethrone_margin` x the baseline's ranked bpb; an honest bundle is penalised when any of its
-   draws has a gap penalty > 0 or a gap gate reason.
+1. Every honest bundle (examples/*, tests/fixtures/honest/* and the honest sandbox fixtures
+   tiny, bigram, slow_learner, constant) is trained once through the real runner
+   (bubblewrap, feeder, one rank) on one prepared synthetic stream, under the local round
+   (`LOCAL_ROUND`, what `prism eval` uses); its final weights are kept.
+2. The same final weights are evaluated under `--rounds` other rounds (the plans different
+   rounds would draw: `round_of(master, k)`) in one eval sandbox, with no retraining (held-out
+   evaluation is forward-only; the twin is left out there, the gap does not use it). Each
+   evaluation is scored with `score_record` on the run's own stream, so only the held-out
+   plan changes.
+3. Per bundle: the gap's mean, its mean SE, its largest value and largest bound over the
+   draws, and how many draws were penalised (penalty > 0 or a `gap:` reason). Ranked bpb
+   range = the largest max - min of one bundle's ranked bpb over its draws; the margin is
+   `dethrone_margin` x the smallest ranked bpb.
 
-    .venv/bin/python benchmarks/score_noise.py            # demo-sized budget, 20 rounds
-    .venv/bin/python benchmarks/score_noise.py --smoke    # one tiny budget, seconds per run
+    .venv/bin/python benchmarks/score_noise.py                 # test budget, 20 rounds
+    .venv/bin/python benchmarks/score_noise.py --demo          # the demo config's budget
+    .venv/bin/python benchmarks/score_noise.py --smoke         # baseline only, 3 rounds
+    .venv/bin/python benchmarks/score_noise.py --rescore F     # score F's saved draws again
 
-Last line: `score noise: ranked bpb range X over N draws, margin M, honest penalised K of H`.
+`--save F` keeps every record and evaluation (JSON) so thresholds can be re-derived without
+re-running (`--rescore F` scores them under the current settings). Last line:
+`score noise: ranked bpb range X over N draws, margin M, honest penalised K of H`.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
+import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLES = sorted(p for d in ("examples", "tests/fixtures/honest")
-                 for p in (ROOT / d).iterdir() if (p / "training.py").exists())
+sys.path.insert(0, str(ROOT / "tests"))
+HONEST_FIXTURES = ("tiny", "bigram", "slow_learner", "constant")
 
 
-def _files(path: Path) -> dict[str, bytes]:
-    return {n: (path / n).read_bytes() for n in ("architecture.py", "training.py")}
+def honest_bundles() -> dict[str, dict[str, bytes]]:
+    """name -> files of every honest bundle (attack fixtures are left out)."""
+    from fixture_bundles import bundle
+
+    out = {}
+    for d in ("examples", "tests/fixtures/honest"):
+        for p in sorted((ROOT / d).iterdir()):
+            if (p / "training.py").exists():
+                out[f"{p.parent.name}/{p.name}"] = {
+                    n: (p / n).read_bytes() for n in ("architecture.py", "training.py")}
+    for name in HONEST_FIXTURES:
+        out[f"sandbox/{name}"] = bundle(name)
+    return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="baseline only, tiny budget, 3 rounds")
-    ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--draws", type=int, default=3)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=144, help="budget steps of 16 rows")
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="bundle names to run (default: every honest bundle)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.rounds, args.draws, args.seq_len, args.steps = 3, 2, 32, 12
-
+def measure(args) -> list[dict]:
+    """Train each bundle once, evaluate its final weights under every round; JSON-able."""
     from prism_challenge.config import Settings
     from prism_challenge.data import prepare_data
     from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
     from prism_challenge.sandbox.backends import make_backend
     from prism_challenge.sandbox.heldout_round import round_of
     from prism_challenge.sandbox.runner import Runner
-    from prism_challenge.scoring import score_record
 
     work = Path(tempfile.mkdtemp(prefix="prism-score-noise-"))
-    budget = args.seq_len * 16 * args.steps
+    budget = args.seq_len * args.rows * args.steps
     docs = max(850, math.ceil(850 * 1.6 * budget / 150_000))  # 850 docs: ~150k train tokens
     source = write_jsonl(work / "docs.jsonl", english_like_documents(docs, seed=0))
     prepare_data(small_spec([source]), work / "data")
     settings = Settings(
-        challenge={"seq_len": args.seq_len, "token_budget": budget,
-                   "deadline_s": 3600.0},
-        sandbox={"cpu_threads": 1, "startup_grace_s": 120.0, "eval_time_s": 900.0},
-        scoring={"heldout_positions": 384, "heldout_twin_positions": 96,
-                 "heldout_cuts_per_row": 4} if args.smoke else {})
-    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
+        challenge={"seq_len": args.seq_len, "token_budget": budget, "deadline_s": 3600.0},
+        sandbox={"cpu_threads": 1, "startup_grace_s": 120.0, "eval_time_s": 3600.0,
+                 "memory_bytes": 3 * 2**30},
+        scoring={"heldout_positions": args.positions, "heldout_cuts_per_row": args.cuts})
     master = hashlib.sha256(b"score_noise benchmark master").digest()
-    bundles = [ROOT / "examples" / "baseline"] if args.smoke else BUNDLES
+    rounds = [round_of(master, k) for k in range(args.rounds)]
+    bundles = honest_bundles()
+    if args.smoke:
+        bundles = {"examples/baseline": bundles["examples/baseline"]}
     if args.only:
-        bundles = [b for b in bundles if b.name in args.only]
-    baseline_bpbs: list[float] = []
-    penalised: list[str] = []
-    for path in bundles:
-        files = _files(path)
-        digest = hashlib.sha256(b"".join(files[k] for k in sorted(files))).hexdigest()
+        bundles = {k: v for k, v in bundles.items() if k.split("/")[-1] in args.only}
+
+    def one(name: str, files: dict[str, bytes]) -> dict:
+        runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
         t0 = time.monotonic()
-        record = runner.run(files, digest, work / f"run-{path.name}")
-        weights = work / f"run-{path.name}" / "eval_inputs" / "final.pt"
+        digest = hashlib.sha256(b"".join(files[k] for k in sorted(files))).hexdigest()
+        run_dir = work / f"run-{name.replace('/', '-')}"
+        record = runner.run(files, digest, run_dir)
+        t1 = time.monotonic()
         precision = record.axes.precision if record.axes else "fp32"
-        base = path.name == "baseline"
-        rounds = args.rounds if base else args.draws
-        scores = [score_record(record, settings.scoring)]
-        for k in range(rounds):
-            ev = runner.evaluate_weights(files, weights, work / f"eval-{path.name}-{k}",
-                                         round_of(master, k), precision)
-            scores.append(score_record(record.model_copy(update={"eval": ev}),
-                                       settings.scoring))
-        if base:
-            baseline_bpbs = [s.bpb for s in scores]
-        bad = [s for s in scores if s.penalty > 0 or any(r.startswith("gap") for r in s.reasons)]
-        if bad:
-            penalised.append(path.name)
-        helds = [s.heldout_bpb for s in scores if s.heldout_bpb is not None]
-        ses = [s.heldout_se for s in scores if s.heldout_se is not None]
+        evals = runner.evaluate_weights(files, run_dir / "eval_inputs" / "final.pt",
+                                        work / f"eval-{name.replace('/', '-')}", rounds,
+                                        precision, twin=False)
+        print(f"{name}: trained in {t1 - t0:.0f} s, {len(evals)} rounds evaluated in "
+              f"{time.monotonic() - t1:.0f} s", flush=True)
+        return {"name": name, "record": record.model_dump(mode="json"),
+                "evals": [e.model_dump(mode="json") for e in evals]}
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        return list(pool.map(one, bundles, bundles.values()))
+
+
+def report(results: list[dict], settings) -> None:
+    """The table of gaps per bundle and the last line, scored under `settings`."""
+    from prism_challenge.sandbox.record import EvalResult, RunRecord
+    from prism_challenge.scoring import score_record
+
+    sc = settings.scoring
+    print(f"thresholds: gap_penalty_start {sc.gap_penalty_start:g}, gap_zero {sc.gap_zero:g}, "
+          f"gap_z {sc.gap_z:g}")
+    print("| bundle | exit | prequential | held-out (SE) | gap mean | gap SE | gap max | "
+          "bound max | penalised |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    spread, low, penalised, draws = 0.0, math.inf, [], 0
+    upper = (-math.inf, "")  # the largest gap + gap_z * SE of any honest draw
+    for r in results:
+        record = RunRecord.model_validate(r["record"])
+        scores = [score_record(record, sc)] + [
+            score_record(record.model_copy(update={"eval": EvalResult.model_validate(e)}), sc)
+            for e in r["evals"]]
+        draws = len(scores)
+        gaps = [s.gap for s in scores if s.gap is not None]
+        ses = [s.gap_se or 0.0 for s in scores if s.gap is not None]
         bounds = [s.gap_bound for s in scores if s.gap_bound is not None]
-        print(f"{path.parent.name}/{path.name}: exit {record.exit_reason}, prequential "
-              f"{scores[0].prequential_bpb:.4f}, held-out {min(helds):.4f}..{max(helds):.4f} "
-              f"(SE {min(ses):.4f}..{max(ses):.4f}), gap {min(s.gap for s in scores):.4f}.."
-              f"{max(s.gap for s in scores):.4f} (bound max {max(bounds):.4f}), penalised "
-              f"{len(bad)} of {len(scores)} draws, {time.monotonic() - t0:.0f} s", flush=True)
-    spread = max(baseline_bpbs) - min(baseline_bpbs)
-    margin = settings.scoring.dethrone_margin * min(baseline_bpbs)
-    print(f"score noise: ranked bpb range {spread:.6f} over {len(baseline_bpbs)} draws, margin "
-          f"{margin:.4f}, honest penalised {len(penalised)} of {len(bundles)}"
+        helds = [s.heldout_bpb for s in scores if s.heldout_bpb is not None]
+        for s in scores:
+            if s.gap is not None:
+                upper = max(upper, (s.gap + sc.gap_z * (s.gap_se or 0.0), r["name"]))
+        bad = [s for s in scores if s.penalty > 0 or any(x.startswith("gap") for x in s.reasons)]
+        if bad or not gaps:
+            penalised.append(r["name"])
+        bpbs = [s.bpb for s in scores]
+        spread = max(spread, max(bpbs) - min(bpbs))
+        low = min(low, min(bpbs))
+        held_se = statistics.fmean(s.heldout_se or 0.0 for s in scores)
+        held = f"{statistics.fmean(helds):.4f} ({held_se:.4f})" if helds else "-"
+        gap_cols = (f"{statistics.fmean(gaps):.4f} | {statistics.fmean(ses):.4f} | "
+                    f"{max(gaps):.4f} | {max(bounds):.4f}" if gaps else "- | - | - | -")
+        print(f"| {r['name']} | {record.exit_reason} | {scores[0].prequential_bpb:.4f} | "
+              f"{held} | {gap_cols} | {len(bad)} of {len(scores)} |", flush=True)
+    margin = sc.dethrone_margin * low
+    print(f"largest honest gap + {sc.gap_z:g} SE: {upper[0]:.4f} ({upper[1]})")
+    print(f"score noise: ranked bpb range {spread:.6f} over {draws} draws, margin "
+          f"{margin:.4f}, honest penalised {len(penalised)} of {len(results)}"
           + (f" ({', '.join(penalised)})" if penalised else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="baseline only, 3 rounds")
+    ap.add_argument("--demo", action="store_true",
+                    help="the demo config's budget (seq_len 128, 144 steps of 16 rows)")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--rows", type=int, default=8, help="rows per budget step")
+    ap.add_argument("--steps", type=int, default=12, help="budget steps")
+    ap.add_argument("--positions", type=int, default=384, help="held-out positions")
+    ap.add_argument("--cuts", type=int, default=4, help="held-out cuts per row")
+    ap.add_argument("--jobs", type=int, default=2, help="bundles run side by side")
+    ap.add_argument("--only", nargs="*", default=None, help="bundle names (default: all)")
+    ap.add_argument("--save", type=Path, default=None, help="keep the draws in this JSON")
+    ap.add_argument("--rescore", type=Path, default=None, help="score a saved JSON again")
+    args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 3
+    if args.demo:
+        args.seq_len, args.rows, args.steps, args.positions, args.cuts = 128, 16, 144, 1536, 8
+
+    from prism_challenge.config import Settings
+
+    t0 = time.monotonic()
+    if args.rescore:
+        results = json.loads(args.rescore.read_text())
+    else:
+        results = measure(args)
+        if args.save:
+            args.save.write_text(json.dumps(results))
+        print(f"measured {len(results)} bundles in {time.monotonic() - t0:.0f} s")
+    report(results, Settings())
 
 
 if __name__ == "__main__":

@@ -45,8 +45,7 @@ def main() -> None:
     prepare_data(small_spec([source]), work / "data")
     settings = Settings(
         challenge={"seq_len": 32, "token_budget": 32 * 8 * 4, "deadline_s": 120.0},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
     )
     files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}

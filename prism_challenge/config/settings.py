@@ -177,9 +177,15 @@ class EarlyStopSettings(Section):
 class ScoringSettings(Section):
     epsilon_bpb: float = Field(0.001, ge=0)
     dethrone_margin: float = Field(0.005, ge=0, lt=1)
+    # and by dethrone_z standard errors of the paired difference of the two runs' bpb, over
+    # dethrone_windows equal stretches of the stream (scoring/leaderboard.py: paired_se)
+    dethrone_z: float = Field(2.0, ge=0)
+    dethrone_windows: int = Field(32, ge=3, le=1024)
     tail_fraction: float = Field(0.1, gt=0, le=1)
-    gap_penalty_start: float = Field(0.15, ge=0)
-    gap_zero: float = Field(0.5, ge=0)
+    # calibrated on honest runs (docs/scoring.md): above the largest honest gap + 2 SE
+    # measured (0.42), and half the bound of the weakest gap-caught attack (2.0)
+    gap_penalty_start: float = Field(0.5, ge=0)
+    gap_zero: float = Field(1.0, ge=0)
     # the gap is judged at its lower bound gap - gap_z * SE (SE of the held-out bpb), so
     # sampling noise of the held-out plan never becomes penalty
     gap_z: float = Field(2.0, ge=0)
@@ -190,7 +196,6 @@ class ScoringSettings(Section):
     curve_windows: int = Field(10, ge=1, le=1000)
     curve_window_tokens: int = Field(16384, ge=1)
     heldout_positions: int = Field(1536, ge=16)
-    heldout_twin_positions: int = Field(384, ge=16)
     heldout_cuts_per_row: int = Field(8, ge=1)
     early_stop: EarlyStopSettings = Field(default_factory=EarlyStopSettings)
 

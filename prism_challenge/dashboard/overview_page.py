@@ -37,6 +37,18 @@ def _review(entry: Entry) -> str:
     return badge("unreviewed", "warn") if entry.unreviewed else "reviewed"
 
 
+def _with_se(value: float | None, se: float | None) -> str:
+    """'2.7000 ± 0.0120', the value alone without an SE, '—' without a value."""
+    return num(value) + (f" ± {num(se)}" if value is not None and se is not None else "")
+
+
+def _gap(e: Entry) -> str:
+    """'0.0100 (-0.0300)': the gap and the bound gap - z SE the penalty judges."""
+    if e.gap is None:
+        return num(None)
+    return num(e.gap) + (f" ({num(e.gap_bound)})" if e.gap_bound is not None else "")
+
+
 def leaderboard_html(view: Overview) -> str:
     board = view.board
     parts = [f"<p>{corpus_badge(board.corpus)} "]
@@ -48,7 +60,8 @@ def leaderboard_html(view: Overview) -> str:
         )
     parts.append(
         f' <span class="muted">ε grid {board.epsilon_bpb:g} bpb, dethrone margin '
-        f"{board.dethrone_margin:.2%}</span></p>"
+        f"{board.dethrone_margin:.2%} + {board.dethrone_z:g} SE of the paired difference"
+        "</span></p>"
     )
     rows, classes = [], []
     for s in board.standings:
@@ -58,14 +71,17 @@ def leaderboard_html(view: Overview) -> str:
             submission_link(e.submission_id, e.name),
             hotkey(e.hotkey),
             num(e.bpb),
+            _with_se(e.heldout_bpb, e.heldout_se),
+            _gap(e),
             num(e.heldout_delta),
             when(e.accepted_at),
             _review(e),
         ])
         classes.append("leader" if s.leader else "")
     parts.append(table(
-        ["rank", "submission", "hotkey", "bpb", "held-out Δ", "accepted", "review"],
-        rows, numeric=(3, 4), row_classes=classes, empty="nothing eligible scored yet",
+        ["rank", "submission", "hotkey", "bpb", "held-out ± SE", "gap (bound)", "held-out Δ",
+         "accepted", "review"],
+        rows, numeric=(3, 4, 5, 6), row_classes=classes, empty="nothing eligible scored yet",
     ))
     if board.ineligible:
         parts.append("<h3>Not eligible (latest per hotkey)</h3>")

@@ -150,6 +150,7 @@ def load_overview(
         entries,
         epsilon=settings.scoring.epsilon_bpb,
         margin=settings.scoring.dethrone_margin,
+        z=settings.scoring.dethrone_z,
         corpus=corpus,
     )
     plan, plan_error = None, None

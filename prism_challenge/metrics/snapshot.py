@@ -42,7 +42,8 @@ def read_snapshot(session: Session, scoring: ScoringSettings, runs: RunTally) ->
     leaders = {}
     for corpus in sorted({e.corpus for e in entries}):
         board = build_leaderboard(
-            entries, epsilon=scoring.epsilon_bpb, margin=scoring.dethrone_margin, corpus=corpus
+            entries, epsilon=scoring.epsilon_bpb, margin=scoring.dethrone_margin, corpus=corpus,
+            z=scoring.dethrone_z,
         )
         if board.leader is not None:
             leaders[corpus] = board.leader.bpb

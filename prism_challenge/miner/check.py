@@ -50,8 +50,7 @@ def smoke_settings(settings: Settings, rows: int = SMOKE_ROWS) -> Settings:
     challenge = c.model_copy(update={"token_budget": max(budget, c.seq_len)})
     sc = settings.scoring
     scoring = sc.model_copy(update={
-        "heldout_positions": min(sc.heldout_positions, SMOKE_HELDOUT),
-        "heldout_twin_positions": min(sc.heldout_twin_positions, SMOKE_HELDOUT // 4)})
+        "heldout_positions": min(sc.heldout_positions, SMOKE_HELDOUT)})
     return settings.model_copy(update={"challenge": challenge, "scoring": scoring})
 
 

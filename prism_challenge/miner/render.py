@@ -59,10 +59,11 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("held-out round (plan secret's sha256)",
                   f"{ev.heldout_round} {ev.heldout_commit[:16]}…" if ev and ev.heldout_commit
                   else "n/a")
-    score.add_row("held-out delta (twin - trained)", _f(s.heldout_delta))
+    score.add_row("held-out delta (twin - trained, paired)", _pm(s.heldout_delta,
+                                                                 s.heldout_delta_se))
     score.add_row("gap (held-out trained - best stream window)",
-                  _f(s.gap) + (f", judged at its bound {s.gap_bound:.4f}"
-                               if s.gap_bound is not None and s.heldout_se else ""))
+                  _pm(s.gap, s.gap_se) + (f", judged at its bound {s.gap_bound:.4f}"
+                                          if s.gap_bound is not None and s.gap_se else ""))
     score.add_row("gap penalty", f"{s.penalty:.1%}")
     score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
     score.add_row("tokens consumed / budget",

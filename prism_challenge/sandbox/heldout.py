@@ -34,13 +34,9 @@ class HeldOutPlan:
     def targets(self) -> np.ndarray:
         return np.take_along_axis(self.rows[:, 1:], self.positions, axis=1)
 
-    def first(self, positions: int) -> HeldOutPlan:
-        """The plan restricted to its first rows, holding at least `positions` positions."""
-        n = min(len(self.rows), max(1, math.ceil(positions / self.positions.shape[1])))
-        return HeldOutPlan(self.rows[:n], self.positions[:n])
-
-    def tasks(self, model: str, batch: int, separator_id: int):
-        """Logits tasks in the safe order: cut index by cut index, rows in batches."""
+    def tasks(self, model: str, batch: int, separator_id: int, label: object = None):
+        """Logits tasks in the safe order: cut index by cut index, rows in batches; each
+        answer's tag is (model, cut, label), `label` naming the plan when several are served."""
         inputs = self.rows[:, :-1]
         targets = self.targets()
         for j in range(self.positions.shape[1]):
@@ -50,7 +46,7 @@ class HeldOutPlan:
                 local = np.arange(len(idx))
                 yield Task("logits", model, cut_rows(inputs[idx], local, pos, separator_id),
                            targets=targets[idx, j], select_rows=local.tolist(),
-                           select_positions=pos.tolist(), tag=(model, j))
+                           select_positions=pos.tolist(), tag=(model, j, label))
 
 
 def heldout_plan(val, seq_len: int, positions: int, cuts_per_row: int,
@@ -98,7 +94,8 @@ def ratio_se(bits: np.ndarray, nbytes: np.ndarray) -> float | None:
     """Standard error of sum(bits) / sum(bytes) over independent rows (the delta method).
 
     A row's cuts share its text, so rows, not positions, are the independent units; with
-    fewer than two rows there is no estimate (None)."""
+    fewer than two rows there is no estimate (None). `bits` may be per-row differences of
+    two models on the same rows (a paired difference: its SE is that of the difference)."""
     n = len(bits)
     total = float(nbytes.sum())
     if n < 2 or total <= 0:

@@ -116,6 +116,9 @@ class EvalResult(Model):
     # standard errors of the held-out bpbs, from the per-row losses (rows are the clusters)
     val_bpb_trained_se: float | None = None
     val_bpb_twin_se: float | None = None
+    # SE of the delta twin - trained: both answer the same positions, so it is the SE of the
+    # per-row paired difference (smaller than either SE when the two losses move together)
+    heldout_delta_se: float | None = None
     # the round whose secret drew the plan, and sha256 of that secret (published beforehand)
     heldout_round: str = ""
     heldout_commit: str = ""

@@ -19,7 +19,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -369,7 +369,8 @@ class Runner:
         if axes is not None:  # rows per step as the feeder served them, not as asked
             axes.batch_size = step_rows([len(b.rows) for b in batches])
         self.on_event("evaluating the final weights and the random-init twin (held out)")
-        eval_result, eval_s = self._evaluate(paths, name, axes, secret, heldout_round, cancel)
+        evals, eval_s = self._evaluate(paths, name, axes, secret, [heldout_round], cancel)
+        eval_result = evals[0]
         c = self.settings.challenge
         consumed = Consumed(rows=sum(len(b.rows) for b in batches),
                             scored_tokens=sum(b.tokens for b in batches),
@@ -397,70 +398,75 @@ class Runner:
         )
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
-                  secret: bytes, heldout_round: HeldOutRound, cancel: threading.Event
-                  ) -> tuple[EvalResult, float]:
+                  secret: bytes, rounds: Sequence[HeldOutRound], cancel: threading.Event,
+                  twin: bool = True) -> tuple[list[EvalResult], float]:
         """Held-out bpb of the trained model and its twin, target-absent; causality screen.
 
-        The held-out plan is the round's (a function of its secret and the data version); the
+        Each held-out plan is a round's (a function of its secret and the data version); the
+        trained model and its twin answer the same positions, so their delta is a paired
+        difference. Several rounds share one eval sandbox (one result each, in order); the
         causality probe is the run's own draw."""
         sc, T = self.settings.scoring, self.seq_len
-        plan = heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row,
-                            heldout_round.rng(self.val.manifest.sha256, T))
+        plans = [heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row,
+                              r.rng(self.val.manifest.sha256, T)) for r in rounds]
         rng = np.random.default_rng(int.from_bytes(secret[8:16], "big"))
-        twin_plan = plan.first(sc.heldout_twin_positions)
         probe_rows = self.val.rows_at(T, np.arange(1, self.val.n_rows(T), 2)[:MAX_PROBE_ROWS])
         positions = sorted(int(p) for p in rng.choice(T - 1, size=min(PROBE_POSITIONS, T - 1),
                                                       replace=False))
         causality = {"positions": positions, "seed": int(rng.integers(1, 2**31))}
         trained = paths.move_to_eval(paths.scratch / "out" / "final.pt")
+        models = (("trained",) if trained else ()) + (("twin",) if twin else ())
 
         def tasks() -> Iterator[Task]:
-            if trained:
-                yield from plan.tasks("trained", HELDOUT_BATCH, self.separator_id)
-            yield from twin_plan.tasks("twin", HELDOUT_BATCH, self.separator_id)
-            for model in (("trained",) if trained else ()) + ("twin",):
+            for k, plan in enumerate(plans):
+                for model in models:
+                    yield from plan.tasks(model, HELDOUT_BATCH, self.separator_id, k)
+            for model in models:
                 yield Task("causality", model, probe_rows[:, :-1], causality=causality,
                            tag=model)
 
         precision = axes.precision if axes else "fp32"
         server, result = self._eval(paths, name, tasks(), precision, cancel)
-        answers = server.answers
-        ev = self._eval_result(plan, twin_plan, answers, trained, result, server.problems,
-                               positions)
-        ev = ev.model_copy(update={"heldout_round": heldout_round.label,
-                                   "heldout_commit": heldout_round.commit})
-        return ev, result.wall_s
+        out = []
+        for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
+            ev = self._eval_result(plan, k, server.answers, trained, result, server.problems,
+                                   positions)
+            out.append(ev.model_copy(update={"heldout_round": r.label,
+                                             "heldout_commit": r.commit}))
+        return out, result.wall_s
 
     def evaluate_weights(self, files: Mapping[str, bytes], weights: Path, run_dir: Path,
-                         heldout_round: HeldOutRound, precision: str = "fp32") -> EvalResult:
-        """The held-out evaluation alone, of saved final weights, under `heldout_round`: what
-        another round's plan would have measured (benchmarks/score_noise.py)."""
+                         rounds: Sequence[HeldOutRound], precision: str = "fp32",
+                         twin: bool = True) -> list[EvalResult]:
+        """The held-out evaluation alone, of saved final weights, under each of `rounds` in
+        one eval sandbox: what other rounds' plans would have measured
+        (benchmarks/score_noise.py). One result per round, in order; with `twin` false the
+        twin is not evaluated (the gap needs only the trained model)."""
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         (paths.scratch / "out").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(weights, paths.scratch / "out" / "final.pt")
         axes = MeasuredAxes.model_construct(precision=precision)
-        ev, _ = self._evaluate(paths, "prism-reeval", axes, secrets.token_bytes(32),
-                               heldout_round, threading.Event())
-        return ev
+        evs, _ = self._evaluate(paths, "prism-reeval", axes, secrets.token_bytes(32),
+                                list(rounds), threading.Event(), twin=twin)
+        return evs
 
-    def _eval_result(self, plan: HeldOutPlan, twin_plan: HeldOutPlan, answers: list[Answer],
+    def _eval_result(self, plan: HeldOutPlan, label: int, answers: list[Answer],
                      trained: bool, result: SandboxResult, problems: list[str],
                      positions: list[int]) -> EvalResult:
         sc = self.settings.scoring
         log2v = math.log2(self.vocab_size)
+        row_bytes = self.val.byte_lengths[plan.targets()].sum(axis=1)
+        nbytes = int(row_bytes.sum())
 
-        def held(model: str, p: HeldOutPlan) -> tuple[float | None, float | None, int, int,
-                                                      float | None]:
-            got = [a for a in answers if a.task.kind == "logits" and a.task.model == model]
-            n = sum(len(a.nats) for a in got)
-            row_bytes = self.val.byte_lengths[p.targets()].sum(axis=1)
-            nbytes = int(row_bytes.sum())
-            if n != p.count or nbytes == 0:
-                return None, None, n, nbytes, None
+        def held(model: str) -> tuple[float | None, float | None, np.ndarray | None]:
+            """(bpb, nats per token, bits per plan row) of one model on the plan."""
+            got = [a for a in answers if a.task.kind == "logits" and a.task.model == model
+                   and a.task.tag[2] == label]
+            if sum(len(a.nats) for a in got) != plan.count or nbytes == 0:
+                return None, None, None
             nats = math.fsum(float(x) for a in got for x in a.nats)
-            return (nats / LN2 / nbytes, nats / n, n, nbytes,
-                    ratio_se(row_nats(p, got) / LN2, row_bytes))
+            return nats / LN2 / nbytes, nats / plan.count, row_nats(plan, got) / LN2
 
         def probe(model: str) -> ProbeResult | None:
             for a in answers:
@@ -471,11 +477,12 @@ class Runner:
                                        positions=positions)
             return None
 
-        val_bpb, _, n, nbytes, val_se = (held("trained", plan) if trained
-                                         else (None, None, 0, 0, None))
-        twin_bpb, twin_nats, _, twin_bytes, twin_se = held("twin", twin_plan)
+        val_bpb, _, val_bits = held("trained") if trained else (None, None, None)
+        twin_bpb, twin_nats, twin_bits = held("twin")
         if twin_bpb is not None:  # a twin worse than knowing nothing cannot widen the delta
-            twin_bpb = min(twin_bpb, log2v * twin_plan.count / twin_bytes)
+            twin_bpb = min(twin_bpb, log2v * plan.count / nbytes)
+        delta_se = (ratio_se(twin_bits - val_bits, row_bytes)
+                    if val_bits is not None and twin_bits is not None else None)
         exit_reason = "ok" if result.cause == "ok" else CAUSE_TO_EXIT.get(result.cause, "crash")
         detail = "; ".join(problems)
         if result.cause != "ok" or (problems and exit_reason == "ok"):
@@ -484,8 +491,12 @@ class Runner:
         if not trained:
             detail = (detail + " no final weights were saved by the training run").strip()
         return EvalResult(
-            val_bpb_trained=val_bpb, val_bpb_twin=twin_bpb, val_tokens=n, val_bytes=nbytes,
-            val_bpb_trained_se=val_se, val_bpb_twin_se=twin_se,
+            val_bpb_trained=val_bpb, val_bpb_twin=twin_bpb,
+            val_tokens=plan.count if val_bits is not None else 0,
+            val_bytes=nbytes if val_bits is not None else 0,
+            val_bpb_trained_se=None if val_bits is None else ratio_se(val_bits, row_bytes),
+            val_bpb_twin_se=None if twin_bits is None else ratio_se(twin_bits, row_bytes),
+            heldout_delta_se=delta_se,
             twin_step0_nats_per_token=twin_nats,
             uniform_nats_per_token=math.log(self.vocab_size),
             probe_trained=probe("trained"), probe_twin=probe("twin"),

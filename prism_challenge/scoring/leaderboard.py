@@ -5,8 +5,9 @@ held-out delta, earlier precedence). Precedence is the commitment block then the
 (chain/precedence.py), so it is the same on every validator whatever order the uploads
 reached them in. The leader is not stored anywhere: it is derived by replaying the eligible
 submissions in precedence order, where a challenger takes the lead only if it ranks ahead
-of the leader AND its bpb is at least `dethrone_margin` (relative) below the leader's. The
-same scores therefore always give the same leader.
+of the leader AND its bpb is at least `dethrone_margin` (relative) plus `z` standard errors
+of the paired difference (`paired_se`) below the leader's: a challenger within noise of the
+leader does not dethrone it. The same scores therefore always give the same leader.
 
 Only a verified run (its contender replay passed) can lead; `contenders` names the eligible
 runs not yet verified that would take the lead if they were, best first. A run stopped early
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from prism_challenge.chain.precedence import precedence
 
@@ -55,6 +56,9 @@ class Entry(_Frozen):
     heldout_se: float | None = None
     gap: float | None = None
     gap_bound: float | None = None
+    # the prequential bpb per equal stretch of the stream (ScoreResult.stream_parts): what the
+    # dethrone rule pairs with the leader's; not shown
+    stream_parts: list[float] | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def verified(self) -> bool:
@@ -86,6 +90,7 @@ class Leaderboard(_Frozen):
     corpus: str | None
     epsilon_bpb: float
     dethrone_margin: float
+    dethrone_z: float = 0.0
     leader: Entry | None
     standings: list[Standing]  # each hotkey's best eligible submission, best first
     ineligible: list[Entry]  # each hotkey's latest ineligible submission, with its reason
@@ -110,23 +115,45 @@ def rank_key(entry: Entry, epsilon: float) -> tuple:
     return (grid(entry.bpb, epsilon), -entry.heldout_delta, *order_key(entry))
 
 
-def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float) -> bool:
-    """Ranks ahead of the leader and beats its bpb by the relative margin."""
+def paired_se(a: list[float] | None, b: list[float] | None) -> float | None:
+    """Standard error of sum(a) - sum(b), two runs' bpb split over the same stretches of the
+    same stream; None unless both have the same number (>= 3) of stretches.
+
+    The stretches are paired (same text), so the text's own difficulty cancels in each
+    difference d_i. Their variance is estimated from successive differences
+    (sum (d_{i+1} - d_i)^2 / (2 (W - 1)), von Neumann): a learning curve's smooth trend (one
+    model ahead early, level later) is a real, deterministic advantage, not noise, and this
+    estimator does not count it; the stretch-to-stretch jitter is what other text would move.
+    SE = sqrt(W * var)."""
+    if not a or not b or len(a) != len(b) or len(a) < 3:
+        return None
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    if not all(math.isfinite(x) for x in d):
+        return None
+    var = sum((d[i + 1] - d[i]) ** 2 for i in range(len(d) - 1)) / (2 * (len(d) - 1))
+    return math.sqrt(len(d) * var)
+
+
+def dethrones(challenger: Entry, leader: Entry, *, epsilon: float, margin: float,
+              z: float = 0.0) -> bool:
+    """Ranks ahead of the leader and beats its bpb by the relative margin plus `z` standard
+    errors of the paired difference (when both runs carry their stream parts)."""
+    noise = z * (paired_se(challenger.stream_parts, leader.stream_parts) or 0.0)
     return (
         rank_key(challenger, epsilon) < rank_key(leader, epsilon)
-        and challenger.bpb <= (1.0 - margin) * leader.bpb
+        and challenger.bpb <= (1.0 - margin) * leader.bpb - noise
     )
 
 
 def replay_leader(
-    entries: Iterable[Entry], *, epsilon: float, margin: float
+    entries: Iterable[Entry], *, epsilon: float, margin: float, z: float = 0.0
 ) -> tuple[Entry | None, list[LeaderChange]]:
     """Replay eligible, verified entries in precedence order; return the leader and every
     change of lead."""
     leader: Entry | None = None
     history: list[LeaderChange] = []
     for entry in sorted((e for e in entries if e.ranked and e.verified), key=order_key):
-        if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin):
+        if leader is None or dethrones(entry, leader, epsilon=epsilon, margin=margin, z=z):
             history.append(
                 LeaderChange(
                     submission_id=entry.submission_id,
@@ -141,7 +168,7 @@ def replay_leader(
 
 
 def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
-               corpus: str | None = None) -> list[Entry]:
+               corpus: str | None = None, z: float = 0.0) -> list[Entry]:
     """Eligible entries never sent to verification that would lead if verified, best first.
 
     With no verified leader, every eligible entry qualifies; otherwise only those that
@@ -151,9 +178,9 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
     if corpus is None:
         corpus = latest_corpus(entries)
     pool = [e for e in entries if e.corpus == corpus and e.ranked]
-    leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin)
+    leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin, z=z)
     found = [e for e in pool if e.verification == "none" and (
-        leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin))]
+        leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin, z=z))]
     return sorted(found, key=lambda e: rank_key(e, epsilon))
 
 
@@ -181,6 +208,7 @@ def build_leaderboard(
     margin: float,
     corpus: str | None = None,
     hotkeys: Collection[str] | None = None,
+    z: float = 0.0,
 ) -> Leaderboard:
     """The leaderboard of one corpus (default: the latest one scored).
 
@@ -194,7 +222,7 @@ def build_leaderboard(
     pool = [
         e for e in entries if e.corpus == corpus and (hotkeys is None or e.hotkey in hotkeys)
     ]
-    leader, history = replay_leader(pool, epsilon=epsilon, margin=margin)
+    leader, history = replay_leader(pool, epsilon=epsilon, margin=margin, z=z)
     standings = [
         Standing(
             rank=i + 1,
@@ -214,6 +242,7 @@ def build_leaderboard(
         corpus=corpus,
         epsilon_bpb=epsilon,
         dethrone_margin=margin,
+        dethrone_z=z,
         leader=leader,
         standings=standings,
         ineligible=sorted(latest_bad.values(), key=lambda e: -e.accepted_at),

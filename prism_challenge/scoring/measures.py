@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from prism_challenge.sandbox.early_stop import LeaderCurve
 from prism_challenge.sandbox.record import BatchEntry, RunRecord
 
 LN2 = math.log(2.0)
@@ -69,31 +72,74 @@ def tail_bpb(record: RunRecord, fraction: float) -> float | None:
     return sum(b.nats for b in tail) / LN2 / nbytes
 
 
-def window_bpbs(record: RunRecord, windows: int, min_tokens: int = 1) -> list[float]:
-    """Prequential bpb of consecutive stretches of the consumed stream, equal in tokens as
-    far as whole batches allow: `windows` of them, fewer when a window would hold fewer
-    than `min_tokens` tokens (a small window's bpb is mostly the noise of its text)."""
+def stream_windows(record: RunRecord, windows: int, min_tokens: int = 1
+                   ) -> list[list[BatchEntry]]:
+    """Consecutive stretches of the consumed stream (batches in stream order), equal in
+    tokens as far as whole batches allow: `windows` of them, fewer when a window would hold
+    fewer than `min_tokens` tokens (a small window's bpb is mostly the noise of its text).
+    Windows without bytes are left out."""
     ordered = stream_order(record.batches)
     total = sum(b.tokens for b in ordered)
     if total == 0:
         return []
     windows = max(1, min(windows, total // max(1, min_tokens)))
-    out: list[float] = []
-    nats = nbytes = tokens = 0.0
+    out: list[list[BatchEntry]] = []
+    current: list[BatchEntry] = []
+    tokens = 0.0
     edge = 1
     for batch in ordered:
-        nats += batch.nats
-        nbytes += batch.bytes
+        current.append(batch)
         tokens += batch.tokens
         if tokens >= edge * total / windows - 1e-9:
-            if nbytes:
-                out.append(nats / LN2 / nbytes)
-            nats = nbytes = 0.0
+            out.append(current)
+            current = []
             while tokens >= edge * total / windows - 1e-9:
                 edge += 1
-    if nbytes:
-        out.append(nats / LN2 / nbytes)
-    return out
+    out.append(current)
+    return [w for w in out if sum(b.bytes for b in w)]
+
+
+def _bpb(batches: list[BatchEntry]) -> float:
+    return sum(b.nats for b in batches) / LN2 / sum(b.bytes for b in batches)
+
+
+def window_bpbs(record: RunRecord, windows: int, min_tokens: int = 1) -> list[float]:
+    """Prequential bpb of each of `stream_windows`."""
+    return [_bpb(w) for w in stream_windows(record, windows, min_tokens)]
+
+
+def best_window(record: RunRecord, windows: int, min_tokens: int = 1
+                ) -> tuple[float, float | None] | None:
+    """(bpb, SE) of the stream's best window; None without windows or with a non-finite one.
+
+    The SE treats the window's batches as the units (delta method for bits / bytes): what
+    the window's bpb would move by on other text of the same size. None with fewer than
+    three batches."""
+    found = stream_windows(record, windows, min_tokens)
+    bpbs = [_bpb(w) for w in found]
+    if not bpbs or not all(math.isfinite(b) for b in bpbs):
+        return None
+    best = min(range(len(bpbs)), key=bpbs.__getitem__)
+    batches = found[best]
+    se = trend_free_ratio_se(np.array([b.nats / LN2 for b in batches]),
+                             np.array([float(b.bytes) for b in batches]))
+    return bpbs[best], se
+
+
+def trend_free_ratio_se(bits: np.ndarray, nbytes: np.ndarray) -> float | None:
+    """SE of sum(bits) / sum(bytes) over consecutive batches of a learning run.
+
+    The residuals r_i = bits_i - ratio * bytes_i follow the learning curve (early batches
+    worse), which is the run, not noise; their variance is taken from successive
+    differences (sum (r_{i+1} - r_i)^2 / (2 (n - 1)), von Neumann), which a smooth trend
+    does not inflate. None with fewer than three batches."""
+    n = len(bits)
+    total = float(nbytes.sum())
+    if n < 3 or total <= 0:
+        return None
+    resid = bits - float(bits.sum()) / total * nbytes
+    var = float(np.sum(np.diff(resid) ** 2)) / (2 * (n - 1))
+    return math.sqrt(n * var) / total
 
 
 def heldout_delta(record: RunRecord) -> float | None:
@@ -112,14 +158,35 @@ def memorisation_gap(record: RunRecord, windows: int, min_tokens: int = 1) -> fl
     its final weights are on held-out text; a stream much better than held-out means the
     model read its targets while it was scored, or the recorded losses were tampered with.
     """
+    found = gap_and_se(record, windows, min_tokens)
+    return None if found is None else found[0]
+
+
+def gap_and_se(record: RunRecord, windows: int, min_tokens: int = 1
+               ) -> tuple[float, float | None] | None:
+    """(gap, SE of the gap). The held-out sample and the best window are different text, so
+    their variances add: SE = sqrt(SE_held^2 + SE_window^2); None when neither is known."""
     ev = record.eval
-    bpbs = window_bpbs(record, windows, min_tokens)
-    if not bpbs or not all(math.isfinite(b) for b in bpbs):
+    best = best_window(record, windows, min_tokens)
+    if best is None or ev is None or ev.val_bpb_trained is None:
         return None
-    best = min(bpbs)
-    if ev is None or ev.val_bpb_trained is None:
+    parts = [x for x in (ev.val_bpb_trained_se, best[1]) if x is not None and math.isfinite(x)]
+    se = math.sqrt(sum(x * x for x in parts)) if parts else None
+    return ev.val_bpb_trained - best[0], se
+
+
+def stream_parts(record: RunRecord, windows: int) -> list[float] | None:
+    """The prequential bpb split over `windows` equal stretches of the budget's rows (bits on
+    each stretch / budget bytes; they sum to the prequential bpb). Every run of a data version
+    streams the same rows in the same order, so two runs' parts are paired, stretch by
+    stretch (`leaderboard.paired_se`). None unless the batches tile the whole budget."""
+    curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in record.batches),
+                                     record.budget.rows)
+    if curve is None or windows < 1 or record.budget.bytes <= 0:
         return None
-    return ev.val_bpb_trained - best
+    edges = np.linspace(0, record.budget.rows, windows + 1)
+    cumulative = np.interp(edges, curve.edges, curve.bits)
+    return [float(x) for x in np.diff(cumulative) / record.budget.bytes]
 
 
 def step0_nats_per_token(record: RunRecord) -> float | None:

@@ -43,6 +43,7 @@ def load_entries(session: Session) -> list[Entry]:
             verification="none" if check is None else check.status,
             censored=bool((score.detail or {}).get("censored")),
             **{k: (score.detail or {}).get(k) for k in UNCERTAINTY},
+            stream_parts=(score.detail or {}).get("stream_parts"),
         ))
     return entries
 
@@ -62,6 +63,7 @@ def load_leaderboard(
         load_entries(session),
         epsilon=settings.epsilon_bpb,
         margin=settings.dethrone_margin,
+        z=settings.dethrone_z,
         corpus=corpus,
         hotkeys=hotkeys,
     )

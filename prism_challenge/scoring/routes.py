@@ -24,7 +24,7 @@ def build(deps: ApiDeps) -> APIRouter:
             entries = ranked_entries(session, deps.settings, deps.hotkey,
                                      now=deps.clock()).entries
         return build_leaderboard(entries, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
-                                 corpus=corpus)
+                                 z=sc.dethrone_z, corpus=corpus)
 
     @router.get("/heldout-round")
     def heldout_round() -> dict:

@@ -31,11 +31,17 @@ class ScoreResult(BaseModel):
     tail_bpb: float | None
     heldout_delta: float | None
     gap: float | None
-    # the held-out bpb ± its standard error, and the gap's lower bound gap - z * SE: the
-    # figure the penalty and the gap gate judge (equal to `gap` when no SE was measured)
+    # the held-out bpb ± its standard error, the gap's SE (held-out and best window) and its
+    # lower bound gap - z * SE: the figure the penalty and the gap gate judge (equal to `gap`
+    # when no SE was measured); the paired SE of the held-out delta
     heldout_bpb: float | None = None
     heldout_se: float | None = None
+    gap_se: float | None = None
     gap_bound: float | None = None
+    heldout_delta_se: float | None = None
+    # the prequential bpb per equal stretch of the budget's rows: paired between two runs of
+    # a data version, for the dethrone rule's noise (None when the run did not tile the budget)
+    stream_parts: list[float] | None = None
     penalty: float  # fraction of the way to uniform_bpb, in [0, 1]
     eligible: bool
     reasons: list[str]
@@ -79,10 +85,11 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         )
     measured = _finite(measures.prequential_bpb(record))
     uniform = measures.uniform_bpb(record)
-    gap = _finite(measures.memorisation_gap(record, settings.curve_windows,
-                                            settings.curve_window_tokens))
+    found = measures.gap_and_se(record, settings.curve_windows, settings.curve_window_tokens)
+    gap = _finite(found[0]) if found else None
+    gap_se = _finite(found[1]) if found and gap is not None else None
     held_se = _finite(record.eval.val_bpb_trained_se) if record.eval else None
-    bound = None if gap is None else gap - settings.gap_z * (held_se or 0.0)
+    bound = None if gap is None else gap - settings.gap_z * (gap_se or 0.0)
     fraction = penalty_fraction(bound, settings.gap_penalty_start, settings.gap_zero)
     reasons = gate_reasons(record, settings)
     notes = []
@@ -98,7 +105,7 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         reasons.append(_gap_reason(gap, tail, held, settings))
     elif fraction > 0:
         notes.append(
-            f"gap {_gap_text(gap, held_se, settings.gap_z)} > {settings.gap_penalty_start:g}: "
+            f"gap {_gap_text(gap, gap_se, settings.gap_z)} > {settings.gap_penalty_start:g}: "
             f"bpb moved {fraction:.1%} of the way to the know-nothing score"
         )
     if tail is not None and held is not None and tail - held > settings.gap_zero:
@@ -124,7 +131,10 @@ def score_record(record: RunRecord, settings: ScoringSettings) -> ScoreResult:
         gap=gap,
         heldout_bpb=_finite(held),
         heldout_se=held_se,
+        gap_se=gap_se,
         gap_bound=bound,
+        heldout_delta_se=_finite(record.eval.heldout_delta_se) if record.eval else None,
+        stream_parts=measures.stream_parts(record, settings.dethrone_windows),
         penalty=fraction,
         eligible=not reasons,
         reasons=reasons,

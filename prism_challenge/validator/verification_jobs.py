@@ -43,7 +43,8 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     own = load_entries(session)
     scored_here = {e.submission_id for e in own}
     found = [e for e in contenders(own if entries is None else entries,
-                                   epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin)
+                                   epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
+                                   z=sc.dethrone_z)
              if e.submission_id in scored_here]
     now = time.time() if now is None else now
     queued = []

@@ -73,6 +73,7 @@ def build_plan(
         entries,
         epsilon=settings.scoring.epsilon_bpb,
         margin=settings.scoring.dethrone_margin,
+        z=settings.scoring.dethrone_z,
         corpus=corpus,
         hotkeys=registered,
     )

@@ -37,12 +37,14 @@ def test_overview_of_the_demo_corpus(store, serve):
     ids = populate(store)
     html = get(f"{serve()}/?corpus=demo").text
     assert table(html, "leaderboard") == [
-        ["rank", "submission", "hotkey", "bpb", "held-out Δ", "accepted", "review"],
-        ["1 ★", EVIL_NAME, short(HOTKEYS[0]), "1.5000", "0.7500", "2023-11-14 22:13:21 UTC",
-         "unreviewed"],
-        ["2", "second-best", short(HOTKEYS[1]), "2.0000", "0.7500", "2023-11-14 22:13:22 UTC",
-         "reviewed"],
+        ["rank", "submission", "hotkey", "bpb", "held-out ± SE", "gap (bound)", "held-out Δ",
+         "accepted", "review"],
+        ["1 ★", EVIL_NAME, short(HOTKEYS[0]), "1.5000", "1.2500 ± 0.0200", "0.0100 (-0.0300)",
+         "0.7500", "2023-11-14 22:13:21 UTC", "unreviewed"],
+        ["2", "second-best", short(HOTKEYS[1]), "2.0000", "1.2500 ± 0.0200", "0.0100 (-0.0300)",
+         "0.7500", "2023-11-14 22:13:22 UTC", "reviewed"],
     ]
+    assert "dethrone margin 0.50% + 2 SE of the paired difference" in html
     assert table(html, "leaderboard", 1) == [
         ["submission", "hotkey", "bpb", "reason"],
         ["cheat", short(HOTKEYS[2]), "0.1000", EVIL_REASON],

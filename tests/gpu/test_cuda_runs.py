@@ -31,7 +31,7 @@ def _settings() -> Settings:
         challenge={"seq_len": 128, "token_budget": 128 * 16 * 40, "deadline_s": 120.0},
         sandbox={"cpu_threads": 2, "memory_bytes": 16 * 2**30, "pids_max": 256,
                  "startup_grace_s": 120.0, "eval_time_s": 300.0},
-        scoring={"heldout_positions": 512, "heldout_twin_positions": 128},
+        scoring={"heldout_positions": 512},
         verification={"snapshot_steps": 2},
     )
 

@@ -21,7 +21,6 @@ challenge:
   deadline_s: 60
 scoring:
   heldout_positions: 256
-  heldout_twin_positions: 64
   heldout_cuts_per_row: 4
 verification:
   snapshot_steps: 2

@@ -84,7 +84,7 @@ def test_smoke_settings_cap_the_budget_and_keep_everything_else():
     s = Settings(challenge={"seq_len": 32, "token_budget": 32 * 1000, "deadline_s": 77})
     smoke = smoke_settings(s, rows=64)
     assert smoke.challenge.token_budget == 64 * 32
-    assert smoke.scoring.heldout_positions == 128 and smoke.scoring.heldout_twin_positions == 32
+    assert smoke.scoring.heldout_positions == 128
     assert smoke.challenge.deadline_s == 77 and smoke.sandbox == s.sandbox
     small = Settings(challenge={"seq_len": 32, "token_budget": 32 * 10})
     assert smoke_settings(small, rows=64).challenge.token_budget == 32 * 10

@@ -21,8 +21,7 @@ def tiny_settings(challenge: dict | None = None, **sandbox) -> Settings:
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "pids_max": 64,
                  "disk_bytes": 64 * 2**20, "output_bytes": 16384, "startup_grace_s": 60.0,
                  "save_grace_s": 3.0, "eval_time_s": 120.0, **sandbox},
-        scoring={"heldout_positions": 384, "heldout_twin_positions": 96,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 384, "heldout_cuts_per_row": 4},
         verification={"snapshot_steps": 2},
     )
 

@@ -29,8 +29,7 @@ BUNDLES = [ROOT / "examples" / "muon"] + [
 def honest_runner(make_runner):
     settings = tiny_settings()
     settings = settings.model_copy(update={
-        "scoring": settings.scoring.model_copy(update={"heldout_positions": 128,
-                                                      "heldout_twin_positions": 32}),
+        "scoring": settings.scoring.model_copy(update={"heldout_positions": 128}),
         "verification": settings.verification.model_copy(update={"snapshot_steps": 1}),
     })
     return make_runner(settings)

@@ -35,8 +35,7 @@ from prism_challenge.sandbox.slots import Slot, SlotBusy, SlotPlanError, plan_sl
 def _settings(nproc: int = 1, slots: int | None = None, **sandbox) -> Settings:
     return Settings(
         challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 60.0},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "pids_max": 128,
                  "disk_bytes": 64 * 2**20, "output_bytes": 16384, "save_grace_s": 5.0,
                  "nproc_per_node": nproc, **sandbox},

@@ -82,8 +82,7 @@ def node(gpu_host, store, tmp_path, prepared_data):
     def make(**validator) -> Node:
         settings = Settings(
             challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 60},
-            scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                     "heldout_cuts_per_row": 4},
+            scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
             sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 5},
             validator={"work_dir": str(tmp_path / "runs"), "slots": 2, **validator},
         )

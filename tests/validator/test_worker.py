@@ -27,8 +27,7 @@ def _settings(tmp_path, **validator) -> Settings:
     return Settings(
         challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
-                 "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
         verification={"snapshot_steps": 2},
         validator={"work_dir": str(tmp_path / "runs"), **validator},
     )
