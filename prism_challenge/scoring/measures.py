@@ -1,14 +1,18 @@
 """The numbers a score is made of, each a pure function of the run record (docs/scoring.md).
 
 Everything here is computed from what the challenge counted (the feeder's tokens and bytes,
-the harness's nats, the eval sandbox's val bpb); nothing the miner reports is read.
+the harness's nats, the eval sandbox's val bpb); nothing the miner reports is read. The
+per-step figures are vectorised over the record's packed columns (`sandbox/steps.py`); the
+totals and the first step come from its fixed-size summary.
 """
 
 from __future__ import annotations
 
 import math
 
-from prism_challenge.sandbox.record import BatchEntry, RunRecord
+import numpy as np
+
+from prism_challenge.sandbox.record import RunRecord
 
 LN2 = math.log(2.0)
 
@@ -39,61 +43,48 @@ def uniform_bpb(record: RunRecord) -> float:
     return record.budget.scored_tokens * math.log2(record.vocab_size) / record.budget.bytes
 
 
-def stream_order(batches: list[BatchEntry]) -> list[BatchEntry]:
-    """Batches in the order the stream served them (step, then rank)."""
-    return sorted(batches, key=lambda b: (b.step, b.rank, b.offset_row))
-
-
-def tail_batches(batches: list[BatchEntry], fraction: float) -> list[BatchEntry]:
-    """The shortest suffix of the stream holding >= `fraction` of its tokens."""
-    ordered = stream_order(batches)
-    total = sum(b.tokens for b in ordered)
-    want = fraction * total
-    tail: list[BatchEntry] = []
-    got = 0
-    for batch in reversed(ordered):
-        if tail and got >= want:
-            break
-        tail.append(batch)
-        got += batch.tokens
-    tail.reverse()
-    return tail
-
-
 def tail_bpb(record: RunRecord, fraction: float) -> float | None:
-    """Prequential bpb of the last `fraction` of the consumed stream; None without bytes."""
-    tail = tail_batches(record.batches, fraction)
-    nbytes = sum(b.bytes for b in tail)
+    """Prequential bpb of the last `fraction` of the consumed stream (the shortest suffix
+    of whole batches, in stream order, holding >= `fraction` of its tokens); None without
+    bytes."""
+    cols = record.columns
+    order = cols.stream_order()
+    tokens = cols.tokens[order][::-1]
+    if not len(tokens):
+        return None
+    want = fraction * int(tokens.sum())
+    reached = np.flatnonzero(np.cumsum(tokens) >= want)
+    size = max(1, int(reached[0]) + 1) if len(reached) else len(tokens)
+    tail = order[len(order) - size:]
+    nbytes = int(cols.bytes[tail].sum())
     if nbytes == 0:
         return None
-    return sum(b.nats for b in tail) / LN2 / nbytes
+    return float(cols.nats[tail].sum()) / LN2 / nbytes
 
 
 def window_bpbs(record: RunRecord, windows: int, min_tokens: int = 1) -> list[float]:
     """Prequential bpb of consecutive stretches of the consumed stream, equal in tokens as
     far as whole batches allow: `windows` of them, fewer when a window would hold fewer
-    than `min_tokens` tokens (a small window's bpb is mostly the noise of its text)."""
-    ordered = stream_order(record.batches)
-    total = sum(b.tokens for b in ordered)
+    than `min_tokens` tokens (a small window's bpb is mostly the noise of its text).
+
+    A window closes at the first batch (in stream order) whose running token count reaches
+    its edge, `edge * total / windows`; a window without bytes is left out."""
+    cols = record.columns
+    order = cols.stream_order()
+    tokens = cols.tokens[order]
+    total = int(tokens.sum())
     if total == 0:
         return []
     windows = max(1, min(windows, total // max(1, min_tokens)))
-    out: list[float] = []
-    nats = nbytes = tokens = 0.0
-    edge = 1
-    for batch in ordered:
-        nats += batch.nats
-        nbytes += batch.bytes
-        tokens += batch.tokens
-        if tokens >= edge * total / windows - 1e-9:
-            if nbytes:
-                out.append(nats / LN2 / nbytes)
-            nats = nbytes = 0.0
-            while tokens >= edge * total / windows - 1e-9:
-                edge += 1
-    if nbytes:
-        out.append(nats / LN2 / nbytes)
-    return out
+    edges = np.arange(1, windows + 1, dtype=np.int64) * total / windows - 1e-9
+    running = np.cumsum(tokens).astype(np.float64)
+    crossed = np.searchsorted(edges, running, side="right")  # edges reached so far
+    closes = np.flatnonzero(np.diff(crossed, prepend=0) > 0)
+    starts = np.concatenate(([0], closes + 1))
+    starts = starts[starts < len(order)]
+    nats = np.add.reduceat(cols.nats[order], starts)
+    nbytes = np.add.reduceat(cols.bytes[order], starts)
+    return [float(n) / LN2 / int(b) for n, b in zip(nats, nbytes, strict=True) if b]
 
 
 def heldout_delta(record: RunRecord) -> float | None:
@@ -124,14 +115,10 @@ def memorisation_gap(record: RunRecord, windows: int, min_tokens: int = 1) -> fl
 
 def step0_nats_per_token(record: RunRecord) -> float | None:
     """Recorded nats/token of the first step (all ranks): the forced-seed init's loss."""
-    if not record.batches:
+    summary = record.summary
+    if not summary.count or summary.first_step_tokens == 0:
         return None
-    first = min(b.step for b in record.batches)
-    batches = [b for b in record.batches if b.step == first]
-    tokens = sum(b.tokens for b in batches)
-    if tokens == 0:
-        return None
-    return sum(b.nats for b in batches) / tokens
+    return summary.first_step_nats / summary.first_step_tokens
 
 
 def check_consistent(record: RunRecord) -> None:
@@ -147,14 +134,13 @@ def check_consistent(record: RunRecord) -> None:
             f"consumed ({consumed.scored_tokens} tokens, {consumed.bytes} bytes) exceeds the "
             f"budget ({budget.scored_tokens} tokens, {budget.bytes} bytes)"
         )
-    tokens = sum(b.tokens for b in record.batches)
-    nbytes = sum(b.bytes for b in record.batches)
+    tokens, nbytes = record.summary.tokens, record.summary.bytes
     if tokens != consumed.scored_tokens or nbytes != consumed.bytes:
         raise ScoringError(
             f"batch entries sum to {tokens} tokens / {nbytes} bytes but consumed says "
             f"{consumed.scored_tokens} / {consumed.bytes}"
         )
-    nats = math.fsum(b.nats for b in record.batches)
+    nats = record.summary.nats
     if math.isfinite(nats) and math.isfinite(consumed.nats):
         if not math.isclose(nats, consumed.nats, rel_tol=1e-9, abs_tol=1e-6):
             raise ScoringError(

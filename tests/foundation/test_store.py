@@ -115,17 +115,19 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         conn.execute(text("drop table peer_measurements"))
         conn.execute(text("drop table agreement_peers"))
         conn.execute(text("alter table submissions drop column uid"))
+        conn.execute(text("alter table run_records drop column steps"))
         conn.execute(text("update schema_version set version = 1"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 5
+        assert s.scalar(text("select version from schema_version")) == LATEST == 6
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
         assert s.scalar(text("select count(*) from registry_journal")) == 0
         assert s.scalar(text("select count(*) from peer_measurements")) == 0
         assert s.scalar(text("select count(*) from agreement_peers")) == 0
+        assert s.scalar(text("select count(steps) from run_records")) == 0
     store.close()
 
 
