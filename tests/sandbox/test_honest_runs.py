@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
+from record_kit import old_step0, old_tail_bpb, old_window_bpbs
 from sandbox_kit import BATCH, STEPS, bundle, digest_of, tiny_settings
 
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND
-from prism_challenge.scoring import score_record
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.scoring import measures, score_record
 from prism_challenge.scoring.verification import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +43,16 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     assert len(bytes.fromhex(first.sample_secret)) == 32
     score = score_record(first, runner.settings.scoring)
     assert score.eligible, score.reasons
+    # the vectorised readers of the packed columns score a recorded run as the per-step
+    # loops over its entries did
+    entries, s = list(cols.entries()), runner.settings.scoring
+    assert score.tail_bpb == pytest.approx(old_tail_bpb(entries, s.tail_fraction), rel=1e-12)
+    assert measures.window_bpbs(first, s.curve_windows, s.curve_window_tokens) == \
+        pytest.approx(old_window_bpbs(entries, s.curve_windows, s.curve_window_tokens), rel=1e-12)
+    assert measures.step0_nats_per_token(first) == pytest.approx(old_step0(entries), rel=1e-12)
+    stored = RunRecord.model_validate({**json.loads(first.model_dump_json()),
+                                       "steps": first.steps_blob()})
+    assert score_record(stored, s) == score
     uniform = math.log2(first.vocab_size) * first.budget.scored_tokens / first.budget.bytes
     assert score.prequential_bpb < uniform
     # run again against itself as the leader: an honest run is never stopped early
