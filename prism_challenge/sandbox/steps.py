@@ -146,17 +146,19 @@ class StepColumns:
         return np.diff(self.sample_start) > 0
 
     @cached_property
-    def _keys(self) -> tuple[np.ndarray, np.ndarray]:
-        key = self.step * (int(self.rank.max(initial=0)) + 1) + self.rank
+    def _keys(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """(ranks, sorted step * ranks + rank, the batch index of each): built once."""
+        width = int(self.rank.max(initial=0)) + 1
+        key = self.step * width + self.rank
         order = np.argsort(key, kind="stable")
-        return key[order], order
+        return width, key[order], order
 
     def find(self, step: int, rank: int) -> int | None:
-        """The index of the batch reported for (step, rank) (the last one if repeated)."""
-        width = int(self.rank.max(initial=0)) + 1
+        """The index of the batch reported for (step, rank) (the last one if repeated);
+        a binary search over keys sorted once."""
+        width, keys, order = self._keys
         if rank >= width or step < 0 or rank < 0 or not len(self):
             return None
-        keys, order = self._keys
         want = step * width + rank
         at = int(np.searchsorted(keys, want, side="right")) - 1
         return int(order[at]) if at >= 0 and keys[at] == want else None
