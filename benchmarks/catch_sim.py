@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from prism_challenge.config.settings import VerificationSettings
-from prism_challenge.sandbox.record import BatchEntry, RunRecord
+from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord, choose_checks
 from prism_challenge.sandbox.sampling import keep_rate, kept_counts
+from prism_challenge.sandbox.steps import StepColumns
 from prism_challenge.scoring.verification import verdict
 
 SCHEDULES = ("uniform", "bigstep", "mixed")
@@ -83,11 +84,12 @@ def trial(sched: Schedule, seq_len: int, settings: VerificationSettings,
     per_step = np.add.reduceat(counts, starts)
     held = np.flatnonzero(per_step)
     # the record lists the steps that hold a kept position (the chooser draws among those)
-    batches = [BatchEntry.model_construct(step=int(s), rank=0, offset_row=int(starts[s]),
-                                          rows=int(sched.rows[s]), tokens=0, bytes=0, nats=0.0,
-                                          t=0.0, sample=[0.0] * int(per_step[s]))
-               for s in held]
-    record = RunRecord.model_construct(batches=batches)
+    zeros = np.zeros(len(held))
+    cols = StepColumns(step=held, rank=zeros, offset_row=starts[held], rows=sched.rows[held],
+                       tokens=zeros, bytes=zeros, nats=zeros, t=zeros,
+                       sample_start=np.concatenate(([0], np.cumsum(per_step[held]))),
+                       sample=np.zeros(int(per_step[held].sum())))
+    record = RunRecord.model_construct(steps=cols)
     plan = choose_checks(record, rng, snapshots=settings.snapshot_steps)
     assert plan.probe_steps | plan.snapshot_steps == frozenset(held.tolist())
     noise = rng.binomial(per_step, honest_mismatch) if honest_mismatch else 0 * per_step

@@ -74,7 +74,7 @@ def main() -> None:
                 t = time.monotonic()
                 record = runner.run(bundle.files, bundle.digest, work / f"{label}-{i}")
                 walls[label].append(time.monotonic() - t)
-                bpb[label].add(round(sum(b.nats for b in record.batches), 9))
+                bpb[label].add(round(float(record.columns.nats.sum()), 9))
                 extra = ""
                 if label == "ray":
                     fixed.append(remote.last_overhead_s)

@@ -73,7 +73,7 @@ def build_store(store: Store, submissions: int, batches: int) -> int:
     )
     with store.session() as s:
         s.add(RunRow(submission_id=1, attempt=1, record=record.model_dump(mode="json"),
-                     created_at=3e9))
+                     steps=record.steps_blob(), created_at=3e9))
     return 1
 
 

@@ -70,13 +70,15 @@ def record_curves(path: Path, steps: int, seq_len: int) -> dict:
         rec = runner.run(files, hashlib.sha256(b"".join(files.values())).hexdigest(),
                          work / bundle.name)
         name = f"{bundle.parent.name}/{bundle.name}"
-        print(f"recorded {name:28s} {rec.exit_reason:5s} {len(rec.batches):4d} batches "
+        print(f"recorded {name:28s} {rec.exit_reason:5s} {rec.summary.count:4d} batches "
               f"{time.monotonic() - t0:6.1f} s", flush=True)
         if rec.exit_reason != "ok" or rec.consumed.rows != rec.budget.rows:
             print(f"  skipped: {rec.exit_detail[:200]}")
             continue
-        curves[name] = [[b.offset_row, b.rows, b.tokens, b.bytes, b.nats]
-                        for b in sorted(rec.batches, key=lambda b: b.offset_row)]
+        c = rec.columns
+        order = np.argsort(c.offset_row, kind="stable")
+        curves[name] = np.stack([c.offset_row[order], c.rows[order], c.tokens[order],
+                                 c.bytes[order], c.nats[order]], axis=1).tolist()
     data = {"vocab_size": runner.vocab_size, "budget_rows": runner.budget_rows,
             "budget_bytes": runner.budget.bytes, "seq_len": seq_len, "curves": curves}
     path.write_text(json.dumps(data))

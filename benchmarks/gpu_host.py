@@ -161,9 +161,9 @@ def main() -> None:
     (one,) = _runs(runner, slots[:1], files, work, "k=1  ")
     _replay(runner, slots[0], files, one, work)
     _runs(runner, slots, files, work, f"k={len(slots)}  ")
-    if len(one.batches) < WARMUP + 2:
+    if one.summary.count < WARMUP + 2:
         sys.exit("too few steps for a per-step figure; raise --steps")
-    harness_step = per_step([b.t for b in one.batches if b.rank == 0])
+    harness_step = per_step(one.columns.t[one.columns.rank == 0].tolist())
     stream = TokenStream.open(data, "train")
     bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
     bare_step = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")

@@ -123,16 +123,16 @@ def main() -> None:
         bare_step = _bare(args, settings, train_stream, budget_rows)
         record = runner.run(files, hashlib.sha256(files["training.py"]).hexdigest(),
                             work / f"run{i}")
-        if record.exit_reason != "ok" or len(record.batches) < WARMUP + 2:
+        if record.exit_reason != "ok" or record.summary.count < WARMUP + 2:
             sys.exit(f"harness run failed: {record.exit_reason} {record.exit_detail}")
-        harness_step = per_step([b.t for b in record.batches])
+        harness_step = per_step(record.columns.t.tolist())
         bares.append(bare_step)
         harnesses.append(harness_step)
         ratios.append(harness_step / bare_step)
         print(f"repeat {i}: bare {bare_step * 1e3:7.2f} ms/step  harness "
               f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
               f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
-    print(f"bundle {args.bundle}  steps {len(record.batches)}  batch {args.batch}x{args.seq_len}"
+    print(f"bundle {args.bundle}  steps {record.summary.count}  batch {args.batch}x{args.seq_len}"
           f"  kept chance per position {record.keep_rate:.3g}")
     print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")
     print(f"harness       : {statistics.median(harnesses) * 1e3:8.2f} ms/step (median)")

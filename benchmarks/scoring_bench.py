@@ -69,7 +69,7 @@ def main() -> None:
     settings = Settings()
     record = production_record(30_518)
     result = score_record(record, settings.scoring)
-    print(f"production-scale record: {len(record.batches):,} batches, bpb {result.bpb:.4f}")
+    print(f"production-scale record: {record.summary.count:,} batches, bpb {result.bpb:.4f}")
     timed("score_record, 30,518 batch entries (1 B tokens)", lambda: score_record(
         record, settings.scoring))
     rng = random.Random(1)

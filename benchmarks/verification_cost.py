@@ -111,7 +111,7 @@ def main() -> None:
     evaluate = record.eval_s
     non_contender = (train + evaluate) / train
     contender = (train + evaluate + replay.train_s + replay.eval_s) / train
-    print(f"bundle {args.bundle.name}: {len(record.batches)} steps of {args.batch}x"
+    print(f"bundle {args.bundle.name}: {record.summary.count} steps of {args.batch}x"
           f"{args.seq_len}, bpb {score.bpb:.4f} (eligible {score.eligible}), replay "
           f"{'passed' if check.passed else 'FAILED: ' + '; '.join(check.reasons)}")
     print(f"training (start-up + steps): {train:8.2f} s")

@@ -22,8 +22,9 @@ def evaluate(
     data_root: DataRootOption = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Folder for record.json, score.json and "
-                     "learning_curve.png (default: prism-data/eval/<digest prefix>)."),
+        typer.Option("--out", "-o", help="Folder for record.json (its per-step columns in "
+                     "steps.npz), score.json and learning_curve.png (default: "
+                     "prism-data/eval/<digest prefix>)."),
     ] = None,
     config: ConfigOption = None,
 ) -> None:

@@ -131,8 +131,7 @@ class NodeSlot:
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         placement = record.placement.model_copy(update={"node": self.node})
-        return {"record": record.model_copy(update={"placement": placement}
-                                            ).model_dump(mode="json"),
+        return {"record": record.model_copy(update={"placement": placement}).to_wire(),
                 "node_s": time.monotonic() - started}
 
     def replay(self, wire: bytes, digest: str, record: dict) -> dict:

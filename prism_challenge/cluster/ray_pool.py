@@ -182,7 +182,7 @@ class RemoteSlot:
     def replay(self, files: Mapping[str, bytes], record: RunRecord, run_dir: Path,
                *, cancel: threading.Event | None = None) -> ReplayRecord:
         raw = self._call("replay", wire.encode(files), record.digest,
-                         record.model_dump(mode="json"), cancel=cancel)
+                         record.to_wire(), cancel=cancel)
         return ReplayRecord.model_validate(raw)
 
     def _call(self, method: str, *args, cancel: threading.Event | None) -> dict:

@@ -1,8 +1,10 @@
 """A run's learning curve: bpb per batch over the tokens consumed (docs/scoring.md).
 
-Pure over a `RunRecord`. Batches are put in stream order (`offset_row`, then rank) and
-merged into at most `max_points` buckets whose bpb is their summed nats over their summed
-bytes, so a long run draws the curve a short one would rather than a decimated sample.
+Pure over a `RunRecord`'s fixed-size summary: its curve buckets hold the batches in stream
+order (`offset_row`, then rank), consecutive ones merged (one batch per bucket up to
+`steps.CURVE_BUCKETS` batches); they are merged again into at most `max_points` points whose
+bpb is their summed nats over their summed bytes, so a long run draws the curve a short one
+would rather than a decimated sample, and the per-step columns are never read.
 """
 
 from __future__ import annotations
@@ -38,14 +40,14 @@ def learning_curve(record: RunRecord, max_points: int = 400) -> Curve:
     """The record's curve with at most `max_points` points."""
     if max_points < 1:
         raise ValueError(f"max_points must be at least 1, not {max_points}")
-    batches = sorted(record.batches, key=lambda b: (b.offset_row, b.rank, b.step))
-    size = max(1, math.ceil(len(batches) / max_points))
+    buckets = record.summary.curve
+    size = max(1, math.ceil(len(buckets) / max_points))
     points: list[CurvePoint] = []
     skipped = 0
     tokens = nbytes = 0
     nats = 0.0
-    for start in range(0, len(batches), size):
-        bucket = batches[start : start + size]
+    for start in range(0, len(buckets), size):
+        bucket = buckets[start : start + size]
         b_nats = sum(b.nats for b in bucket)
         b_bytes = sum(b.bytes for b in bucket)
         tokens += sum(b.tokens for b in bucket)
@@ -62,12 +64,11 @@ def learning_curve(record: RunRecord, max_points: int = 400) -> Curve:
                 running_bpb=running if math.isfinite(running) else None,
             )
         )
-    total_tokens = sum(b.tokens for b in batches)
-    uniform = math.log2(record.vocab_size) * total_tokens / nbytes if nbytes else None
+    uniform = math.log2(record.vocab_size) * tokens / nbytes if nbytes else None
     ev = record.eval
     return Curve(
         points=points,
-        batches=len(batches),
+        batches=record.summary.count,
         skipped=skipped,
         uniform_bpb=uniform,
         val_bpb_trained=None if ev is None else ev.val_bpb_trained,

@@ -1,8 +1,8 @@
 """Run records as a page needs them, parsed once and outside the store's transaction.
 
-A production run record is megabytes of JSON (one entry per batch) and pages reload
-themselves, so each app keeps the digest (the record without its batches, plus its learning
-curve) of the records it showed last. Run records are append-only and never rewritten, so a
+A run record's JSON is bounded (its per-step columns live in a blob pages never read) but
+pages reload themselves, so each app keeps the digest (the record and its learning curve)
+of the records it showed last. Run records are append-only and never rewritten, so a
 digest keyed by the row id stays true. `read` only fetches raw text inside the session (a
 SQLite session holds the write lock); `digests` parses and validates after it closed.
 """
@@ -26,7 +26,7 @@ from prism_challenge.storage.tables import RunRecord
 class RunDigest:
     attempt: int
     created_at: float
-    record: RecordModel | None  # without its batches; None when it could not be read
+    record: RecordModel | None  # without its per-step columns; None when it could not be read
     batches: int
     curve: Curve | None
     error: str | None  # why the stored record could not be read (e.g. an unknown version)
@@ -93,8 +93,8 @@ class RecordCache:
         return RunDigest(
             attempt=run.attempt,
             created_at=run.created_at,
-            record=record.model_copy(update={"batches": []}),
-            batches=len(record.batches),
+            record=record.model_copy(update={"steps": None}),
+            batches=record.summary.count,
             curve=learning_curve(record, self.curve_points),
             error=None,
         )

@@ -94,12 +94,13 @@ def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
                            f"{settings.challenge.seed}); {axes.layer_count} layers"))
     done, budget = record.consumed.rows, record.budget.rows
     ok = record.exit_reason in ("ok", "budget") and done == budget
-    detail = (f"{done}/{budget} rows consumed in {len(record.batches)} batches, "
+    detail = (f"{done}/{budget} rows consumed in {record.summary.count} batches, "
               f"exit {record.exit_reason}")
     if record.exit_detail:
         detail += f": {record.exit_detail[-600:]}"
     out.append(Finding("smoke run", "pass" if ok else "fail", detail))
-    curve = [b.nats / math.log(2) / b.bytes for b in record.batches if b.bytes]
+    cols = record.columns
+    curve = (cols.nats[cols.bytes > 0] / math.log(2) / cols.bytes[cols.bytes > 0]).tolist()
     if len(curve) >= 2:
         trend = "falls" if curve[-1] < curve[0] else "does not fall (yet)"
         out.append(Finding("learning", "info",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -18,13 +19,12 @@ from prism_challenge.scoring import ScoreResult
 
 def batch_curve(record: RunRecord) -> tuple[list[int], list[float]]:
     """(target tokens consumed so far, bpb of the batch) in stream order; empty batches skipped."""
-    xs, ys, seen = [], [], 0
-    for b in sorted(record.batches, key=lambda b: (b.offset_row, b.rank)):
-        seen += b.rows * record.seq_len
-        if b.bytes:
-            xs.append(seen)
-            ys.append(b.nats / math.log(2) / b.bytes)
-    return xs, ys
+    cols = record.columns
+    order = np.lexsort((cols.rank, cols.offset_row))
+    seen = np.cumsum(cols.rows[order]) * record.seq_len
+    nbytes, nats = cols.bytes[order], cols.nats[order]
+    keep = nbytes > 0
+    return seen[keep].tolist(), (nats[keep] / math.log(2) / nbytes[keep]).tolist()
 
 
 def _smooth(ys: list[float], window: int) -> list[float]:

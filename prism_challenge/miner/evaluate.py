@@ -31,6 +31,7 @@ from prism_challenge.scoring import ScoreResult, score_record
 from prism_challenge.scoring.verification import Verdict, verdict
 
 RECORD_FILE = "record.json"
+STEPS_FILE = "steps.npz"  # the record's per-step columns (sandbox/steps.py)
 REPLAY_FILE = "replay.json"
 SCORE_FILE = "score.json"
 CURVE_FILE = "learning_curve.png"
@@ -69,7 +70,8 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
                     backend: IsolationBackend | None = None,
                     on_event: Callable[[str], None] | None = None,
                     on_progress: Callable[[int, int], None] | None = None) -> EvalReport:
-    """Run, score and write `record.json`, `score.json` and `learning_curve.png`.
+    """Run, score and write `record.json` (with its per-step columns in `steps.npz`),
+    `score.json` and `learning_curve.png`.
 
     Raises (before anything runs or is written) the data errors of `open_local_data`, then
     `StaticRefusal` for a bundle the validator would refuse; `LocalRunFailed` when the
@@ -95,6 +97,8 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
     out.mkdir(parents=True, exist_ok=True)
     files = {"record": out / RECORD_FILE, "score": out / SCORE_FILE, "curve": out / CURVE_FILE}
     files["record"].write_text(record.model_dump_json(indent=2) + "\n")
+    files["steps"] = out / STEPS_FILE
+    files["steps"].write_bytes(record.steps_blob() or b"")
     if replay is not None:
         files["replay"] = out / REPLAY_FILE
         files["replay"].write_text(replay.model_dump_json(indent=2) + "\n")

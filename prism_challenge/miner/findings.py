@@ -51,7 +51,7 @@ def state_findings(record) -> list[Finding]:
 
     notes = list(record.axes.state_outside) if record.axes is not None else []
     if not notes:
-        return [] if len(record.batches) < 2 else [Finding(
+        return [] if record.summary.count < 2 else [Finding(
             "state", "pass", "no state seen outside parameters and buffers")]
     return [Finding("state", "fail", f"{note}; {ADVICE}") for note in notes]
 

@@ -105,8 +105,9 @@ def plan_early_stop(scoring: ScoringSettings, leader_bpb: float, leader_id: int,
                    and leader.budget == budget)
     if not cfg.enabled or not same_stream or not math.isfinite(leader_bpb):
         return None
-    curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in leader.batches),
-                                     budget.rows)
+    cols = leader.columns
+    curve = LeaderCurve.from_batches(zip(cols.offset_row.tolist(), cols.rows.tolist(),
+                                         cols.nats.tolist(), strict=True), budget.rows)
     checkpoints = checkpoint_positions(cfg.checkpoints, budget.rows)
     if curve is None or not checkpoints:
         return None

@@ -3,17 +3,25 @@
 It is assembled outside the miner's process (by the feeder and the eval sandbox's output)
 and is the only input of scoring and of the research registry. Versioned: readers refuse a
 version they do not know.
+
+Its JSON has a size fixed whatever the schedule: the per-step detail is `steps`, packed
+columns that never enter the JSON (`steps.py`; stored as a blob beside it, sent as base64 in
+`to_wire`), and `summary`, what pages and gates need of it. A record of version 1 or 2 (a
+`batches` list of per-step objects) is converted when it is read.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import base64
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from prism_challenge.sandbox.stack import Stack
+from prism_challenge.sandbox.steps import StepColumns, StepSummary, summarise
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 
 ExitReason = Literal[
     "ok",  # train() returned and the final weights were saved
@@ -34,7 +42,8 @@ class Model(BaseModel):
 
 
 class BatchEntry(Model):
-    """One scored batch, as the harness reported it and the feeder counted it."""
+    """One scored batch, as the harness reported it and the feeder counted it (a row of
+    `StepColumns`; the per-step list of records before version 3)."""
 
     step: int = Field(ge=0)
     rank: int = Field(0, ge=0)
@@ -164,8 +173,14 @@ class EarlyStop(Model):
     max_gain: float
 
 
+class RecordError(ValueError):
+    """A record read without the per-step columns a caller needs."""
+
+
 class RunRecord(Model):
-    version: Literal[1, 2] = RECORD_VERSION
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    version: Literal[1, 2, 3] = RECORD_VERSION
     digest: str
     corpus: str  # "demo" or "fineweb-edu" (from the data MANIFEST)
     manifest_sha256: str
@@ -174,7 +189,9 @@ class RunRecord(Model):
     param_cap: int = Field(ge=1)
     budget: Budget
     consumed: Consumed
-    batches: list[BatchEntry]
+    summary: StepSummary  # bounded: totals, first step, non-finite count, curve buckets
+    # the per-step columns; never in the JSON (None when read without its blob)
+    steps: StepColumns | None = Field(None, exclude=True, repr=False)
     axes: MeasuredAxes | None = None
     audits: list[AuditEntry] = []
     eval: EvalResult | None = None
@@ -193,6 +210,56 @@ class RunRecord(Model):
     stopped_early: EarlyStop | None = None
     # what the run computed with (stack.py): a replay on another stack is not comparable
     stack: Stack | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pack(cls, data: Any) -> Any:
+        """Per-step input as columns: a `batches` list (a record before version 3, or one
+        built in code), or the blob/base64 of `steps`; the summary computed from them."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "batches" in data:
+            if data.get("steps") is not None:
+                raise ValueError("a record has either a batches list or steps, not both")
+            data["steps"] = StepColumns.from_entries(data.pop("batches") or [])
+        steps = data.get("steps")
+        if isinstance(steps, str):
+            steps = base64.b64decode(steps, validate=True)
+        if isinstance(steps, bytes | bytearray | memoryview):
+            steps = StepColumns.from_bytes(bytes(steps))
+        data["steps"] = steps
+        if isinstance(steps, StepColumns) and data.get("summary") is None:
+            data["summary"] = summarise(steps)
+        return data
+
+    @property
+    def columns(self) -> StepColumns:
+        """The per-step columns; a clear error when the record was read without them."""
+        if self.steps is None:
+            raise RecordError("this run record was read without its per-step columns "
+                              "(run_records.steps); read it with RunRecord.stored(row)")
+        return self.steps
+
+    def steps_blob(self) -> bytes | None:
+        """The columns packed for the store (None when the record has none)."""
+        return None if self.steps is None else self.steps.to_bytes()
+
+    def to_wire(self) -> dict:
+        """The record as JSON with its columns as base64 (between processes and hosts)."""
+        blob = self.steps_blob()
+        return {**self.model_dump(mode="json"),
+                "steps": None if blob is None else base64.b64encode(blob).decode()}
+
+    def with_steps(self, steps: StepColumns | Iterable[BatchEntry]) -> RunRecord:
+        """A copy whose per-step columns are `steps` (the summary computed again)."""
+        cols = steps if isinstance(steps, StepColumns) else StepColumns.from_entries(steps)
+        return self.model_copy(update={"steps": cols, "summary": summarise(cols)})
+
+    @classmethod
+    def stored(cls, row: Any) -> RunRecord:
+        """A record from its store row: the JSON and its per-step blob."""
+        return cls.model_validate({**row.record, "steps": row.steps})
 
     def telemetry_series(self) -> dict[str, list[tuple[int, float]]]:
         """`ctx.log` as one (step, value) series per name, in step order (names sorted)."""

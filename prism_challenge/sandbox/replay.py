@@ -26,6 +26,7 @@ from prism_challenge.sandbox.eval_server import Task
 from prism_challenge.sandbox.feeder import ReplayPlan, Served
 from prism_challenge.sandbox.record import ExitReason, Model, RunRecord
 from prism_challenge.sandbox.sampling import cut_rows, kept_positions, rounds
+from prism_challenge.sandbox.steps import RowsAndNats
 
 REPLAY_VERSION = 1
 EXAMPLES = 8
@@ -94,8 +95,9 @@ def choose_checks(record: RunRecord, rng: np.random.Generator, *, snapshots: int
     """Every step that holds a kept position is checked: `snapshots` of them (drawn now)
     are snapshotted, every other one is probed. Positions were kept with one fixed chance
     each, so the checks per token do not depend on how the miner cut its steps."""
-    original = {(b.step, b.rank): (b.rows, b.nats) for b in record.batches}
-    held = sorted({b.step for b in record.batches if b.sample})
+    cols = record.columns
+    original = RowsAndNats(cols)
+    held = np.unique(cols.step[cols.held()]).tolist()
     if not held:
         return ReplayPlan(original, frozenset(), frozenset())
     snaps = frozenset(int(s) for s in rng.choice(held, size=min(snapshots, len(held)),
@@ -142,7 +144,7 @@ def compare_probes(record: RunRecord, served: list[Served], tally: PositionTally
                    missing: list[str]) -> None:
     """The replay's in-process target-absent losses against the original's kept losses."""
     secret = bytes.fromhex(record.sample_secret)
-    kept = {(b.step, b.rank): b.sample for b in record.batches}
+    kept = _kept(record)
     for s in served:
         if not s.probe_asked:
             continue
@@ -151,7 +153,7 @@ def compare_probes(record: RunRecord, served: list[Served], tally: PositionTally
             continue
         rows, pos = kept_positions(secret, s.position, len(s.rows), record.seq_len,
                                    record.keep_rate)
-        recorded = kept.get((s.step, s.rank)) or []
+        recorded = kept(s.step, s.rank)
         if len(s.probed) != len(rows) or len(recorded) != len(rows):
             missing.append(f"step {s.step} rank {s.rank}: {len(s.probed)} probe answers, "
                            f"{len(recorded)} kept losses, {len(rows)} positions")
@@ -185,26 +187,37 @@ def snapshot_tasks(record: RunRecord, served: list[Served], stream, names: dict,
 
 def compare_snapshots(record: RunRecord, answers, tally: PositionTally) -> None:
     """The eval sandbox's target-absent losses from snapshots against the kept losses."""
-    kept = {(b.step, b.rank): b.sample for b in record.batches}
+    kept = _kept(record)
     for answer in answers:
         step, rank, indices = answer.task.tag
-        recorded = kept.get((step, rank)) or []
+        recorded = kept(step, rank)
         for k, i in enumerate(indices):
             if i < len(recorded):
                 tally.add(step, rank, answer.task.select_rows[k],
                           answer.task.select_positions[k], recorded[i], float(answer.nats[k]))
 
 
+def _kept(record: RunRecord):
+    """(step, rank) -> the original's kept losses at that batch ([] when none)."""
+    cols = record.columns
+
+    def kept(step: int, rank: int) -> list[float]:
+        at = cols.find(step, rank)
+        return [] if at is None else cols.samples(at)
+    return kept
+
+
 def compare_batches(record: RunRecord, served: list[Served], rel_tol: float) -> dict:
     """Every batch both runs reported: the replay's loss against the original's."""
-    original = {(b.step, b.rank): b.nats for b in record.batches}
+    cols = record.columns
     worst, mismatches, count, compared = 0.0, [], 0, 0
     for s in served:
         if s.nats is None:
             continue
-        want = original.get((s.step, s.rank))
-        if want is None:
+        at = cols.find(s.step, s.rank)
+        if at is None:
             continue
+        want = float(cols.nats[at])
         compared += 1
         rel = abs(s.nats - want) / max(abs(want), 1e-9)
         if not math.isfinite(rel):

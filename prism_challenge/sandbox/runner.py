@@ -43,7 +43,6 @@ from prism_challenge.sandbox.harness.axes import step_rows
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, HeldOutRound
 from prism_challenge.sandbox.record import (
-    BatchEntry,
     Budget,
     Consumed,
     EarlyStop,
@@ -68,6 +67,7 @@ from prism_challenge.sandbox.replay import (
 from prism_challenge.sandbox.sampling import keep_rate
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.sandbox.stack import HARDWARE, combine, hardware, not_comparable
+from prism_challenge.sandbox.steps import StepColumns
 from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.sandbox.torch_support import check_torch
 
@@ -385,9 +385,7 @@ class Runner:
             digest=digest, corpus=self.train.manifest.corpus,
             manifest_sha256=self.train.manifest.sha256, vocab_size=self.vocab_size,
             seq_len=c.seq_len, param_cap=c.param_cap, budget=self.budget, consumed=consumed,
-            batches=[BatchEntry(step=b.step, rank=b.rank, offset_row=b.position,
-                                rows=len(b.rows), tokens=b.tokens, bytes=b.bytes, nats=b.nats,
-                                t=b.t or 0.0, sample=b.sample or []) for b in batches],
+            steps=step_columns(batches),
             axes=axes, eval=eval_result, exit_reason=exit_reason,
             exit_detail=exit_detail, limits_hit=limits_hit, startup_s=round(startup, 3),
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
@@ -560,10 +558,11 @@ class Runner:
             compare_snapshots(record, server.answers, snapshots)
             answered = {a.task.tag[:2] for a in server.answers}
             # a rank may hold no kept position at a snapshotted step: nothing to answer
-            held = {(b.step, b.rank) for b in record.batches if b.sample}
+            cols, held = record.columns, record.columns.held()
             missing += [f"the eval sandbox did not re-predict step {k[0]} rank {k[1]}: "
                         f"{result.cause} {'; '.join(server.problems)[:300]}"
-                        for k in names if k in held and k not in answered]
+                        for k in names if k not in answered
+                        and (i := cols.find(*k)) is not None and held[i]]
         exit_reason, exit_detail = _exit_of(train_result, feeder)
         reached = max((s.step for s in served if s.nats is not None), default=-1)
         if reached < checks.last_step and feeder.state.diverged is None:
@@ -578,6 +577,20 @@ class Runner:
             probe_s=round(probe_seconds(served), 3),
             **compare_batches(record, served, v.batch_rel_tol),
         )
+
+
+def step_columns(batches) -> StepColumns:
+    """The feeder's reported batches as the record's packed per-step columns."""
+    starts, samples = [0], []
+    for b in batches:
+        samples.extend(b.sample or [])
+        starts.append(len(samples))
+    return StepColumns(
+        step=[b.step for b in batches], rank=[b.rank for b in batches],
+        offset_row=[b.position for b in batches], rows=[len(b.rows) for b in batches],
+        tokens=[b.tokens for b in batches], bytes=[b.bytes for b in batches],
+        nats=[b.nats for b in batches], t=[b.t or 0.0 for b in batches],
+        sample_start=starts, sample=samples)
 
 
 def _axes(raw: dict | None) -> MeasuredAxes | None:

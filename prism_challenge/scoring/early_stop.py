@@ -35,4 +35,4 @@ def leader_to_beat(session: Session, settings: ScoringSettings, corpus: str,
                           .order_by(RunRecordRow.attempt.desc())).first()
     if row is None:
         return None
-    return leader, RunRecord.model_validate(row.record)
+    return leader, RunRecord.stored(row)

@@ -42,9 +42,9 @@ def missing_eval(record: RunRecord, settings: ScoringSettings) -> list[str]:
 
 def non_finite(record: RunRecord, settings: ScoringSettings) -> list[str]:
     """A NaN or infinite loss anywhere makes every sum it enters meaningless."""
-    bad = [
-        f"batch step {b.step} rank {b.rank}" for b in record.batches if not math.isfinite(b.nats)
-    ]
+    summary = record.summary
+    bad = list(summary.non_finite_shown)
+    unshown = summary.non_finite - len(bad)
     if not math.isfinite(record.consumed.nats):
         bad.append("consumed total")
     ev = record.eval
@@ -55,7 +55,8 @@ def non_finite(record: RunRecord, settings: ScoringSettings) -> list[str]:
                 bad.append(name)
     if not bad:
         return []
-    shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+    more = len(bad) - 5 + unshown
+    shown = ", ".join(bad[:5]) + (f" and {more} more" if more > 0 else "")
     return [f"non_finite: non-finite loss in {shown}"]
 
 

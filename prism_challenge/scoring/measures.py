@@ -1,7 +1,9 @@
 """The numbers a score is made of, each a pure function of the run record (docs/scoring.md).
 
 Everything here is computed from what the challenge counted (the feeder's tokens and bytes,
-the harness's nats, the eval sandbox's val bpb); nothing the miner reports is read.
+the harness's nats, the eval sandbox's val bpb); nothing the miner reports is read. The
+per-step figures are vectorised over the record's packed columns (`sandbox/steps.py`); the
+totals and the first step come from its fixed-size summary.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 import numpy as np
 
 from prism_challenge.sandbox.early_stop import LeaderCurve
-from prism_challenge.sandbox.record import BatchEntry, RunRecord
+from prism_challenge.sandbox.record import RunRecord
 
 LN2 = math.log(2.0)
 
@@ -42,70 +44,57 @@ def uniform_bpb(record: RunRecord) -> float:
     return record.budget.scored_tokens * math.log2(record.vocab_size) / record.budget.bytes
 
 
-def stream_order(batches: list[BatchEntry]) -> list[BatchEntry]:
-    """Batches in the order the stream served them (step, then rank)."""
-    return sorted(batches, key=lambda b: (b.step, b.rank, b.offset_row))
-
-
-def tail_batches(batches: list[BatchEntry], fraction: float) -> list[BatchEntry]:
-    """The shortest suffix of the stream holding >= `fraction` of its tokens."""
-    ordered = stream_order(batches)
-    total = sum(b.tokens for b in ordered)
-    want = fraction * total
-    tail: list[BatchEntry] = []
-    got = 0
-    for batch in reversed(ordered):
-        if tail and got >= want:
-            break
-        tail.append(batch)
-        got += batch.tokens
-    tail.reverse()
-    return tail
-
-
 def tail_bpb(record: RunRecord, fraction: float) -> float | None:
-    """Prequential bpb of the last `fraction` of the consumed stream; None without bytes."""
-    tail = tail_batches(record.batches, fraction)
-    nbytes = sum(b.bytes for b in tail)
+    """Prequential bpb of the last `fraction` of the consumed stream (the shortest suffix
+    of whole batches, in stream order, holding >= `fraction` of its tokens); None without
+    bytes."""
+    cols = record.columns
+    order = cols.stream_order()
+    tokens = cols.tokens[order][::-1]
+    if not len(tokens):
+        return None
+    want = fraction * int(tokens.sum())
+    reached = np.flatnonzero(np.cumsum(tokens) >= want)
+    size = max(1, int(reached[0]) + 1) if len(reached) else len(tokens)
+    tail = order[len(order) - size:]
+    nbytes = int(cols.bytes[tail].sum())
     if nbytes == 0:
         return None
-    return sum(b.nats for b in tail) / LN2 / nbytes
+    return float(cols.nats[tail].sum()) / LN2 / nbytes
 
 
-def stream_windows(record: RunRecord, windows: int, min_tokens: int = 1
-                   ) -> list[list[BatchEntry]]:
-    """Consecutive stretches of the consumed stream (batches in stream order), equal in
-    tokens as far as whole batches allow: `windows` of them, fewer when a window would hold
-    fewer than `min_tokens` tokens (a small window's bpb is mostly the noise of its text).
-    Windows without bytes are left out."""
-    ordered = stream_order(record.batches)
-    total = sum(b.tokens for b in ordered)
+def stream_windows(record: RunRecord, windows: int, min_tokens: int = 1) -> list[np.ndarray]:
+    """Consecutive stretches of the consumed stream, as indices into the record's columns
+    (batches in stream order), equal in tokens as far as whole batches allow: `windows` of
+    them, fewer when a window would hold fewer than `min_tokens` tokens (a small window's
+    bpb is mostly the noise of its text).
+
+    A window closes at the first batch (in stream order) whose running token count reaches
+    its edge, `edge * total / windows`; a window without bytes is left out."""
+    cols = record.columns
+    order = cols.stream_order()
+    tokens = cols.tokens[order]
+    total = int(tokens.sum())
     if total == 0:
         return []
     windows = max(1, min(windows, total // max(1, min_tokens)))
-    out: list[list[BatchEntry]] = []
-    current: list[BatchEntry] = []
-    tokens = 0.0
-    edge = 1
-    for batch in ordered:
-        current.append(batch)
-        tokens += batch.tokens
-        if tokens >= edge * total / windows - 1e-9:
-            out.append(current)
-            current = []
-            while tokens >= edge * total / windows - 1e-9:
-                edge += 1
-    out.append(current)
-    return [w for w in out if sum(b.bytes for b in w)]
+    edges = np.arange(1, windows + 1, dtype=np.int64) * total / windows - 1e-9
+    running = np.cumsum(tokens).astype(np.float64)
+    crossed = np.searchsorted(edges, running, side="right")  # edges reached so far
+    closes = np.flatnonzero(np.diff(crossed, prepend=0) > 0)
+    starts = np.concatenate(([0], closes + 1))
+    starts = starts[starts < len(order)]
+    return [g for g in np.split(order, starts[1:]) if int(cols.bytes[g].sum())]
 
 
-def _bpb(batches: list[BatchEntry]) -> float:
-    return sum(b.nats for b in batches) / LN2 / sum(b.bytes for b in batches)
+def _bpb(record: RunRecord, group: np.ndarray) -> float:
+    cols = record.columns
+    return float(cols.nats[group].sum()) / LN2 / int(cols.bytes[group].sum())
 
 
 def window_bpbs(record: RunRecord, windows: int, min_tokens: int = 1) -> list[float]:
     """Prequential bpb of each of `stream_windows`."""
-    return [_bpb(w) for w in stream_windows(record, windows, min_tokens)]
+    return [_bpb(record, g) for g in stream_windows(record, windows, min_tokens)]
 
 
 def best_window(record: RunRecord, windows: int, min_tokens: int = 1
@@ -116,13 +105,12 @@ def best_window(record: RunRecord, windows: int, min_tokens: int = 1
     the window's bpb would move by on other text of the same size. None with fewer than
     three batches."""
     found = stream_windows(record, windows, min_tokens)
-    bpbs = [_bpb(w) for w in found]
+    bpbs = [_bpb(record, g) for g in found]
     if not bpbs or not all(math.isfinite(b) for b in bpbs):
         return None
     best = min(range(len(bpbs)), key=bpbs.__getitem__)
-    batches = found[best]
-    se = trend_free_ratio_se(np.array([b.nats / LN2 for b in batches]),
-                             np.array([float(b.bytes) for b in batches]))
+    cols, group = record.columns, found[best]
+    se = trend_free_ratio_se(cols.nats[group] / LN2, cols.bytes[group].astype(np.float64))
     return bpbs[best], se
 
 
@@ -180,8 +168,9 @@ def stream_parts(record: RunRecord, windows: int) -> list[float] | None:
     each stretch / budget bytes; they sum to the prequential bpb). Every run of a data version
     streams the same rows in the same order, so two runs' parts are paired, stretch by
     stretch (`leaderboard.paired_se`). None unless the batches tile the whole budget."""
-    curve = LeaderCurve.from_batches(((b.offset_row, b.rows, b.nats) for b in record.batches),
-                                     record.budget.rows)
+    cols = record.columns
+    curve = LeaderCurve.from_batches(zip(cols.offset_row.tolist(), cols.rows.tolist(),
+                                         cols.nats.tolist(), strict=True), record.budget.rows)
     if curve is None or windows < 1 or record.budget.bytes <= 0:
         return None
     edges = np.linspace(0, record.budget.rows, windows + 1)
@@ -191,14 +180,10 @@ def stream_parts(record: RunRecord, windows: int) -> list[float] | None:
 
 def step0_nats_per_token(record: RunRecord) -> float | None:
     """Recorded nats/token of the first step (all ranks): the forced-seed init's loss."""
-    if not record.batches:
+    summary = record.summary
+    if not summary.count or summary.first_step_tokens == 0:
         return None
-    first = min(b.step for b in record.batches)
-    batches = [b for b in record.batches if b.step == first]
-    tokens = sum(b.tokens for b in batches)
-    if tokens == 0:
-        return None
-    return sum(b.nats for b in batches) / tokens
+    return summary.first_step_nats / summary.first_step_tokens
 
 
 def check_consistent(record: RunRecord) -> None:
@@ -214,14 +199,13 @@ def check_consistent(record: RunRecord) -> None:
             f"consumed ({consumed.scored_tokens} tokens, {consumed.bytes} bytes) exceeds the "
             f"budget ({budget.scored_tokens} tokens, {budget.bytes} bytes)"
         )
-    tokens = sum(b.tokens for b in record.batches)
-    nbytes = sum(b.bytes for b in record.batches)
+    tokens, nbytes = record.summary.tokens, record.summary.bytes
     if tokens != consumed.scored_tokens or nbytes != consumed.bytes:
         raise ScoringError(
             f"batch entries sum to {tokens} tokens / {nbytes} bytes but consumed says "
             f"{consumed.scored_tokens} / {consumed.bytes}"
         )
-    nats = math.fsum(b.nats for b in record.batches)
+    nats = record.summary.nats
     if math.isfinite(nats) and math.isfinite(consumed.nats):
         if not math.isclose(nats, consumed.nats, rel_tol=1e-9, abs_tol=1e-6):
             raise ScoringError(

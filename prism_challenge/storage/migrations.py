@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, select, text
+from sqlalchemy import Connection, Engine, LargeBinary, inspect, select, text
 
 from prism_challenge.storage.tables import (
     AgreementPeer,
@@ -16,6 +16,7 @@ from prism_challenge.storage.tables import (
     Equivocation,
     PeerMeasurement,
     RegistryJournal,
+    RunRecord,
     SchemaVersion,
     SignedPage,
     Verification,
@@ -63,9 +64,31 @@ def _v7_relay_and_equivocations(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE peer_measurements ADD COLUMN signed_ns BIGINT"))
 
 
+def _v8_record_steps(conn: Connection) -> None:
+    """Run records keep their per-step detail as a packed blob (`run_records.steps`) and a
+    bounded summary in the JSON: each record written with a `batches` list is rewritten,
+    one at a time, so no start-up or page ever parses a per-step list again."""
+    from prism_challenge.sandbox.record import RunRecord as RecordModel
+
+    if "steps" not in {c["name"] for c in inspect(conn).get_columns("run_records")}:
+        blob = LargeBinary().compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE run_records ADD COLUMN steps {blob}"))
+    table = RunRecord.__table__
+    for (rid,) in conn.execute(select(table.c.id).order_by(table.c.id)).all():
+        raw = conn.execute(select(table.c.record).where(table.c.id == rid)).scalar_one()
+        if not isinstance(raw, dict) or "batches" not in raw:
+            continue
+        try:
+            record = RecordModel.model_validate(raw)
+        except ValueError:  # unreadable before too (pages say why); left as it was
+            continue
+        conn.execute(table.update().where(table.c.id == rid).values(
+            record=record.model_dump(mode="json"), steps=record.steps_blob()))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
-    _v5_peer_measurements, _v6_reserved, _v7_relay_and_equivocations,
+    _v5_peer_measurements, _v6_reserved, _v7_relay_and_equivocations, _v8_record_steps,
 ]
 LATEST = len(MIGRATIONS)
 

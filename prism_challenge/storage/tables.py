@@ -74,7 +74,9 @@ class RunRecord(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), nullable=False)
     attempt: Mapped[int] = mapped_column(Integer, nullable=False)
-    record: Mapped[dict] = mapped_column(JSON, nullable=False)
+    record: Mapped[dict] = mapped_column(JSON, nullable=False)  # bounded: no per-step list
+    # the per-step columns (sandbox/steps.py), read only by scoring, replay and early stop
+    steps: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 

@@ -130,7 +130,7 @@ class EvaluationWorker:
             bundle = Bundle.from_wire(row.bundle)
             rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sid)
                             .order_by(RunRecordRow.attempt.desc())).first()
-            record = RunRecord.model_validate(rec.record)
+            record = RunRecord.stored(rec)
         run_dir = self.work_dir / f"{sid}-replay"
         log.info("submission %s: contender replay", sid)
         started = time.monotonic()
@@ -239,7 +239,8 @@ class EvaluationWorker:
         now = time.time()
         with self.store.session() as s:
             s.add(RunRecordRow(submission_id=sid, attempt=attempt,
-                               record=record.model_dump(mode="json"), created_at=now))
+                               record=record.model_dump(mode="json"),
+                               steps=record.steps_blob(), created_at=now))
             if record.exit_reason == "infra":
                 self._infra(s, sid, record.exit_detail)
                 return

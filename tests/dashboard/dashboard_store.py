@@ -66,7 +66,9 @@ def make_record(digest: str, *, corpus: str = "demo", bpb=BPB, **changes) -> Run
         train_s=20.0,
         eval_s=3.5,
     )
-    return record.model_copy(update=changes)
+    steps = changes.pop("batches", None)
+    record = record.model_copy(update=changes)
+    return record if steps is None else record.with_steps(steps)
 
 
 def add_submission(store: Store, n: int, hotkey: str, *, name: str | None = None,

@@ -24,7 +24,7 @@ def test_curve_is_bpb_per_batch_over_tokens_with_the_running_prequential_bpb():
 
 def test_batches_are_drawn_in_stream_order_whatever_the_record_order():
     record = make_record("a" * 64, bpb=(4.0, 2.0, 3.0))
-    shuffled = record.model_copy(update={"batches": list(reversed(record.batches))})
+    shuffled = record.with_steps(list(reversed(list(record.columns.entries()))))
     assert learning_curve(shuffled) == learning_curve(record)
 
 
@@ -32,9 +32,9 @@ def test_buckets_merge_nats_and_bytes_not_points():
     # The second bucket: 1200 bytes at 1 bpb and 400 bytes at 3 bpb are 1.5 bpb of their
     # bytes (2400 bits / 1600 bytes), not the 2.0 an average of the two batches would say.
     record = make_record("a" * 64, bpb=(4.0, 2.0, 1.0, 3.0))
-    batches = list(record.batches)
+    batches = list(record.columns.entries())
     batches[2] = batches[2].model_copy(update={"bytes": 1200, "nats": 1.0 * LN2 * 1200})
-    curve = learning_curve(record.model_copy(update={"batches": batches}), max_points=2)
+    curve = learning_curve(record.with_steps(batches), max_points=2)
     assert [p.tokens for p in curve.points] == [200, 400]
     assert curve.points[0].bpb == pytest.approx(3.0)
     assert curve.points[1].bpb == pytest.approx(1.5)
@@ -43,17 +43,17 @@ def test_buckets_merge_nats_and_bytes_not_points():
 
 def test_zero_byte_and_non_finite_buckets_are_left_out_and_counted():
     record = make_record("a" * 64, bpb=(4.0, 2.0, 3.0))
-    batches = list(record.batches)
+    batches = list(record.columns.entries())
     batches[1] = BatchEntry(step=1, offset_row=1, rows=1, tokens=100, bytes=0, nats=5.0, t=1.0)
     batches[2] = batches[2].model_copy(update={"nats": math.inf})
-    curve = learning_curve(record.model_copy(update={"batches": batches}))
+    curve = learning_curve(record.with_steps(batches))
     assert [p.tokens for p in curve.points] == [100] and curve.skipped == 2
 
 
 def test_bad_max_points_and_empty_record():
     with pytest.raises(ValueError, match="max_points must be at least 1"):
         learning_curve(make_record("a" * 64), max_points=0)
-    empty = learning_curve(make_record("a" * 64).model_copy(update={"batches": []}))
+    empty = learning_curve(make_record("a" * 64).with_steps([]))
     assert (empty.points, empty.uniform_bpb, empty.batches) == ([], None, 0)
 
 

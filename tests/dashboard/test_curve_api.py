@@ -36,9 +36,9 @@ def test_curve_of_a_submission_without_runs_and_of_an_unknown_one(store, serve):
 def test_a_non_finite_loss_is_skipped_and_the_running_bpb_becomes_null(store, serve):
     ids = populate(store)
     record = make_record("9" * 64, bpb=(4.0, 3.0, 2.0))
-    batches = list(record.batches)
+    batches = list(record.columns.entries())
     batches[1] = batches[1].model_copy(update={"nats": math.inf})
-    payload = record.model_copy(update={"batches": batches}).model_dump(mode="json")
+    payload = record.with_steps(batches).model_dump(mode="json")
     add_run(store, ids["second"], 1, payload, created_at=1_700_000_700.0)
     r = httpx.get(f"{serve()}/v1/submissions/{ids['second']}/curve", timeout=10)
     assert r.status_code == 200

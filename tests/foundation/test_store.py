@@ -117,11 +117,12 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         conn.execute(text("drop table signed_pages"))
         conn.execute(text("drop table equivocations"))
         conn.execute(text("alter table submissions drop column uid"))
+        conn.execute(text("alter table run_records drop column steps"))
         conn.execute(text("update schema_version set version = 1"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 7
+        assert s.scalar(text("select version from schema_version")) == LATEST == 8
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
@@ -130,6 +131,7 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         assert s.scalar(text("select count(*) from agreement_peers")) == 0
         assert s.scalar(text("select count(*) from signed_pages")) == 0
         assert s.scalar(text("select count(*) from equivocations")) == 0
+        assert s.scalar(text("select count(steps) from run_records")) == 0
     store.close()
 
 
@@ -190,7 +192,7 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 7
+        assert s.scalar(text("select version from schema_version")) == LATEST == 8
         row = s.scalars(select(PeerMeasurement)).one()
         assert (row.bpb, row.page_id, row.signed_ns) == (0.99, None, None)
         row.page_id, row.signed_ns = 3, 2**62  # nanoseconds need 64 bits

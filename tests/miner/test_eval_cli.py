@@ -21,8 +21,10 @@ def test_eval_conv_mixer_on_data_without_a_val_split(tiny_config, prepared_data,
     res = prism("eval", str(bundle), "-c", str(tiny_config), "--data-root", str(root),
                 "--out", str(out))
     assert res.returncode == 0, res.stdout + res.stderr
-    record = RunRecord.model_validate_json((out / "record.json").read_text())
-    assert record.exit_reason == "ok"
+    record = RunRecord.model_validate({**json.loads((out / "record.json").read_text()),
+                                       "steps": (out / "steps.npz").read_bytes()})
+    assert record.exit_reason == "ok" and len(record.columns) == record.summary.count > 1
+    assert int(record.columns.rows.sum()) == BUDGET_ROWS
     assert record.consumed.rows == record.budget.rows == BUDGET_ROWS
     assert record.axes.module_census.get("RMSNorm", 0) == 9
     summary = json.loads((out / "score.json").read_text())

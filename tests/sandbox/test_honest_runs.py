@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
+from record_kit import old_step0, old_tail_bpb, old_window_bpbs
 from sandbox_kit import BATCH, STEPS, bundle, digest_of, tiny_settings
 
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND
-from prism_challenge.scoring import score_record
+from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.scoring import measures, score_record
 from prism_challenge.scoring.verification import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,19 +29,30 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     assert first.exit_reason == "ok", first.exit_detail
     assert first.consumed.rows == first.budget.rows == BATCH * STEPS
     assert first.consumed.bytes == first.budget.bytes
-    assert [b.step for b in first.batches] == list(range(len(first.batches)))
+    cols = first.columns
+    assert cols.step.tolist() == list(range(len(cols)))
     assert first.axes.optimizers[0].cls == "AdamW"
     assert first.axes.batch_size == 16 and first.axes.layer_count == 2
     assert first.eval.val_bpb_trained < first.eval.val_bpb_twin
     assert first.eval.probe_trained.ok and first.eval.probe_twin.ok
     assert first.eval.val_tokens == 384 and first.eval.val_bytes > 0
-    assert [b.offset_row for b in first.batches] == list(range(0, BATCH * STEPS, 16))
+    assert cols.offset_row.tolist() == list(range(0, BATCH * STEPS, 16))
     # kept losses: each position with the same chance, capped for a tiny budget
     assert first.keep_rate == 0.02
-    assert 20 <= sum(len(b.sample) for b in first.batches) <= 130  # ~61 of 3,072 expected
+    assert 20 <= len(cols.sample) <= 130  # ~61 of 3,072 expected
     assert len(bytes.fromhex(first.sample_secret)) == 32
     score = score_record(first, runner.settings.scoring)
     assert score.eligible, score.reasons
+    # the vectorised readers of the packed columns score a recorded run as the per-step
+    # loops over its entries did
+    entries, s = list(cols.entries()), runner.settings.scoring
+    assert score.tail_bpb == pytest.approx(old_tail_bpb(entries, s.tail_fraction), rel=1e-12)
+    assert measures.window_bpbs(first, s.curve_windows, s.curve_window_tokens) == \
+        pytest.approx(old_window_bpbs(entries, s.curve_windows, s.curve_window_tokens), rel=1e-12)
+    assert measures.step0_nats_per_token(first) == pytest.approx(old_step0(entries), rel=1e-12)
+    stored = RunRecord.model_validate({**json.loads(first.model_dump_json()),
+                                       "steps": first.steps_blob()})
+    assert score_record(stored, s) == score
     uniform = math.log2(first.vocab_size) * first.budget.scored_tokens / first.budget.bytes
     assert score.prequential_bpb < uniform
     # run again against itself as the leader: an honest run is never stopped early
@@ -48,7 +62,7 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     assert second.stopped_early is None and second.consumed.rows == second.budget.rows
     again = score_record(second, runner.settings.scoring)
     assert abs(again.prequential_bpb - score.prequential_bpb) < 1e-6
-    assert [b.nats for b in second.batches] == [b.nats for b in first.batches]
+    assert second.columns.nats.tolist() == cols.nats.tolist()
     # same bundle, same round: the same held-out positions, so the same ranked bpb
     assert first.eval.heldout_commit == second.eval.heldout_commit == LOCAL_ROUND.commit
     assert second.eval.val_bpb_trained == first.eval.val_bpb_trained
@@ -63,14 +77,14 @@ def test_two_process_gloo_run_and_its_replay_checks_every_rank(make_runner, tmp_
     record = runner.run(files, digest_of(files), tmp_path / "ddp")
     assert record.exit_reason == "ok", record.exit_detail
     assert record.axes.world_size == 2
-    assert {b.rank for b in record.batches} == {0, 1}
+    assert set(record.columns.rank.tolist()) == {0, 1}
     assert record.consumed.rows == record.budget.rows
-    offsets = sorted(b.offset_row for b in record.batches)
+    offsets = sorted(record.columns.offset_row.tolist())
     assert offsets == list(range(0, record.budget.rows, BATCH))  # disjoint, in stream order
     assert record.eval.val_bpb_trained is not None
     replay = runner.replay(files, record, tmp_path / "ddp-replay")
     assert verdict(replay, runner.settings.verification).passed
-    assert replay.batches_compared == len(record.batches)
+    assert replay.batches_compared == record.summary.count
     assert replay.probes.ranks == [0, 1] and replay.snapshots.ranks
     assert replay.probes.mismatched == 0 and replay.probes.compared >= 2 * BATCH
 

@@ -20,8 +20,8 @@ def test_a_target_rewriting_model_gets_a_contract_error_and_no_gain(run, runner,
     assert "input_ids.clone()" in record.exit_detail
     # the scored batches used the private targets: losses stay near a model that knows
     # little (ln vocab is what a know-nothing model pays), not the ~0 of a rewrite
-    assert record.batches, "the steps before the error are recorded"
-    per_token = sum(b.nats for b in record.batches) / sum(b.tokens for b in record.batches)
+    assert record.summary.count, "the steps before the error are recorded"
+    per_token = record.summary.nats / record.summary.tokens
     assert per_token > 0.5 * math.log(record.vocab_size)
     assert not score_record(record, runner.settings.scoring).eligible
 

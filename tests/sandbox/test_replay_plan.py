@@ -25,7 +25,8 @@ def test_a_fake_host_fault_in_a_replay_neither_rerolls_nor_counts_as_infra(runne
     first = choose_checks(record, plan_rng(secret), snapshots=snaps)
     again = choose_checks(record, plan_rng(secret), snapshots=snaps)
     assert (first.probe_steps, first.snapshot_steps) == (again.probe_steps, again.snapshot_steps)
-    held = {b.step for b in record.batches if b.sample}
+    cols = record.columns
+    held = set(cols.step[cols.held()].tolist())
     assert first.probe_steps | first.snapshot_steps == held  # every kept position is checked
     # the replay's model raises a driver's text on its third step
     replay = runner.replay(bundle("fakefault", AT="3"), record, tmp_path / "replay")

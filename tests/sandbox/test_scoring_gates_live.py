@@ -30,6 +30,6 @@ def test_smuggled_statistics_trip_the_step0_check(runner, run, prepared_data):
     prior = np.log(counts / counts.sum()).round(3).tolist()
     record = run(bundle("smuggle", LOG_PRIOR=repr(prior)))
     assert record.exit_reason == "ok"
-    recorded0 = record.batches[0].nats / record.batches[0].tokens
+    recorded0 = float(record.columns.nats[0] / record.columns.tokens[0])
     assert recorded0 < 0.9 * record.eval.twin_step0_nats_per_token
     assert "step0" in _reasons(runner, record)

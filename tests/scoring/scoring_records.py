@@ -50,7 +50,14 @@ def make_record(**changes) -> RunRecord:
         ),
         exit_reason="deadline",
     )
-    return base.model_copy(update=changes)
+    steps = changes.pop("batches", None)
+    base = base.model_copy(update=changes)
+    return base if steps is None else base.with_steps(steps)
+
+
+def entries(record: RunRecord) -> list[BatchEntry]:
+    """The record's batches as entries (small hand-made records only)."""
+    return list(record.columns.entries())
 
 
 def with_eval(record: RunRecord, **changes) -> RunRecord:

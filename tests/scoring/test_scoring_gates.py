@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from scoring_records import make_record, with_eval
+from scoring_records import entries, make_record, with_eval
 
 from prism_challenge.sandbox.record import Consumed, MeasuredAxes, ProbeResult
 from prism_challenge.scoring import gates
@@ -11,7 +11,7 @@ LN256 = math.log(256)
 
 def with_first_batch_nats(nats: float):
     rec = make_record()
-    batches = [rec.batches[0].model_copy(update={"nats": nats}), *rec.batches[1:]]
+    batches = [entries(rec)[0].model_copy(update={"nats": nats}), *entries(rec)[1:]]
     total = sum(b.nats for b in batches)
     return make_record(batches=batches, consumed=Consumed(rows=8, scored_tokens=800, bytes=1600,
                                                           nats=total))
@@ -84,7 +84,7 @@ def test_param_cap(settings):
 
 def test_non_finite_losses(settings):
     rec = make_record()
-    nan_batch = [*rec.batches[:3], rec.batches[3].model_copy(update={"nats": float("nan")})]
+    nan_batch = [*entries(rec)[:3], entries(rec)[3].model_copy(update={"nats": float("nan")})]
     assert gates.non_finite(make_record(batches=nan_batch), settings) == [
         "non_finite: non-finite loss in batch step 3 rank 0"
     ]

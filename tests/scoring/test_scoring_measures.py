@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from scoring_records import NATS, make_record, with_eval
+from scoring_records import NATS, entries, make_record, with_eval
 
 from prism_challenge.sandbox.record import BatchEntry, Budget, Consumed
 from prism_challenge.scoring import measures
@@ -34,7 +34,7 @@ def test_stopping_early_never_pays_when_losses_beat_uniform():
     full = make_record()
     # Drop the last batch: its 800 nats (< 200 * ln 256 = 1109 nats) become 200 charged tokens.
     early = make_record(
-        batches=full.batches[:3],
+        batches=entries(full)[:3],
         consumed=Consumed(rows=6, scored_tokens=600, bytes=1200, nats=3020.0),
     )
     assert measures.prequential_bpb(early) == pytest.approx((3020 / LN2 + 400 * 8) / 2000)
@@ -54,7 +54,7 @@ def test_tail_is_shortest_suffix_with_the_fraction_of_tokens(fraction, nats, nby
 
 def test_tail_follows_stream_order_not_list_order():
     rec = make_record()
-    shuffled = make_record(batches=list(reversed(rec.batches)))
+    shuffled = make_record(batches=list(reversed(entries(rec))))
     assert measures.tail_bpb(shuffled, 0.25) == pytest.approx(800 / LN2 / 400, abs=1e-9)
 
 
@@ -79,7 +79,7 @@ def test_windows_follow_the_stream_order_and_respect_min_tokens():
         [2120 / LN2 / 800, 1700 / LN2 / 800], abs=1e-9)
     assert measures.window_bpbs(rec, 10, 400) == pytest.approx(
         [2120 / LN2 / 800, 1700 / LN2 / 800], abs=1e-9)  # 800 tokens / 400 per window
-    shuffled = make_record(batches=list(reversed(rec.batches)))
+    shuffled = make_record(batches=list(reversed(entries(rec))))
     assert measures.window_bpbs(shuffled, 4, 200) == pytest.approx(per_batch, abs=1e-9)
 
 

@@ -2,7 +2,7 @@ import json
 import math
 
 import pytest
-from scoring_records import make_record, with_eval
+from scoring_records import entries, make_record, with_eval
 
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.sandbox.record import EarlyStop, RunRecord
@@ -90,13 +90,9 @@ def test_a_gap_names_cheating_where_the_stream_stayed_good(settings):
 def test_a_gap_names_divergence_where_the_stream_got_as_bad_as_held_out(settings):
     """The loss fell to 800 nats a batch, then rose to 1000: held-out text agrees with the tail."""
     rising = make_record()
-    rising = rising.model_copy(
-        update={
-            "batches": [
-                b.model_copy(update={"nats": n})
-                for b, n in zip(rising.batches, (1120.0, 800.0, 900.0, 1000.0), strict=True)
-            ]
-        }
+    rising = rising.with_steps(
+        b.model_copy(update={"nats": n})
+        for b, n in zip(entries(rising), (1120.0, 800.0, 900.0, 1000.0), strict=True)
     )
     tail = 1000 / LN2 / 400
     result = score_record(with_eval(rising, val_bpb_trained=tail - 0.1), settings)
@@ -117,7 +113,7 @@ def test_tail_fraction_setting_is_used():
 
 def test_non_finite_record_is_ineligible_scores_uniform_and_stays_valid_json(settings):
     rec = make_record()
-    batches = [*rec.batches[:3], rec.batches[3].model_copy(update={"nats": float("nan")})]
+    batches = [*entries(rec)[:3], entries(rec)[3].model_copy(update={"nats": float("nan")})]
     nan = make_record(batches=batches, consumed=rec.consumed.model_copy(update={"nats": math.nan}))
     result = score_record(nan, settings)
     assert not result.eligible
