@@ -14,7 +14,7 @@ from prism_challenge.miner.findings import Finding
 from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
-        "info": "[cyan]info[/]"}
+        "info": "[cyan]info[/]", "warn": "[bold yellow]WARN[/]"}
 
 
 def findings_table(title: str, findings: list[Finding]) -> Table:
