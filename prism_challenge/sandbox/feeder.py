@@ -127,6 +127,7 @@ class FeederState:
     cuda_seen: dict[int, int] = field(default_factory=dict)  # rank -> CUDA devices at hello
     diverged: str | None = None  # replay: the run asked for something the original did not
     stopped: Decision | None = None  # early stop: the run could no longer take the lead
+    last_loss: tuple[int, float] | None = None  # (step, nats per scored token): progress only
 
 
 class Feeder:
@@ -309,6 +310,8 @@ class Feeder:
             served.nats = nats
             served.sample = [float(v) for v in per_token[row_idx, pos]]
             served.t = time.monotonic() - self.t0
+            if scored.size:
+                self.state.last_loss = (step, nats / scored.size)
 
     def _record_probe(self, rank: int, step: int, nats) -> None:
         with self._lock:

@@ -114,6 +114,10 @@ class EvalResult(Model):
     # standard errors of the held-out bpbs, from the per-row losses (rows are the clusters)
     val_bpb_trained_se: float | None = None
     val_bpb_twin_se: float | None = None
+    # the trained model's bits and the text bytes of each held-out plan row, in plan order:
+    # two runs on the same round's plan compare row by row (a paired difference and its SE)
+    val_row_bits: list[float] = []
+    val_row_bytes: list[int] = []
     # the round whose secret drew the plan, and sha256 of that secret (published beforehand)
     heldout_round: str = ""
     heldout_commit: str = ""
@@ -126,6 +130,18 @@ class EvalResult(Model):
     step0_weights_match_twin: bool | None = None  # info: train() changed weights before step 0
     exit_reason: ExitReason = "ok"
     detail: str = ""
+
+
+TRAIN_OUTPUT_CHARS = 64 * 1024
+
+
+def output_tail(text: str, limit: int = TRAIN_OUTPUT_CHARS) -> str:
+    """The last `limit` characters of a sandbox's output, NULs replaced (PostgreSQL's JSON
+    refuses them), cut at a line start when one is near."""
+    tail = text[-limit:].replace("\x00", "\ufffd")
+    if len(text) > limit and "\n" in tail[:200]:
+        tail = tail[tail.index("\n") + 1:]
+    return tail
 
 
 class TelemetryPoint(Model):
@@ -184,6 +200,9 @@ class RunRecord(Model):
     keep_rate: float = Field(0.0, ge=0, le=1)  # each scored position's chance of being kept
     sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
     telemetry: list[TelemetryPoint] = []
+    # the training sandbox's own stdout and stderr (the loop's print()s), its last
+    # TRAIN_OUTPUT_CHARS characters: shown, never scored
+    train_output: str = Field("", max_length=TRAIN_OUTPUT_CHARS)
     placement: Placement | None = None
     stopped_early: EarlyStop | None = None
 

@@ -42,6 +42,15 @@ from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.harness.axes import step_rows
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, HeldOutRound
+from prism_challenge.sandbox.progress import (
+    HELDOUT,
+    REPLAY,
+    REPLAY_EVAL,
+    TRAINING,
+    ProgressCallback,
+    RunProgress,
+    ignore,
+)
 from prism_challenge.sandbox.record import (
     BatchEntry,
     Budget,
@@ -53,6 +62,7 @@ from prism_challenge.sandbox.record import (
     ProbeResult,
     RunRecord,
     TelemetryPoint,
+    output_tail,
 )
 from prism_challenge.sandbox.replay import (
     PositionTally,
@@ -174,15 +184,15 @@ class Runner:
 
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
                  *, on_event: Callable[[str], None] | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: ProgressCallback | None = None) -> None:
         check_torch()  # the sandbox runs this interpreter's torch
         self.settings = settings
         self.backend = backend
         self.train = train
         self.val = val
         self.on_event = on_event or (lambda _msg: None)
-        # (rows handed out so far, budget rows), polled while the train sandbox runs
-        self.on_progress = on_progress or (lambda _done, _total: None)
+        # where the running phase stands, polled while each sandbox runs
+        self.on_progress = on_progress or ignore
         c = settings.challenge
         self.seq_len = c.seq_len
         self.budget_rows = self.train.budget_rows(c.seq_len, c.token_budget)
@@ -302,9 +312,12 @@ class Runner:
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
                replay: ReplayPlan | None = None) -> tuple[Feeder, SandboxResult]:
         feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay)
+        phase = TRAINING if replay is None else REPLAY
 
         def stop_at() -> float | None:
-            self.on_progress(feeder.state.next_position, self.budget_rows)
+            done, last = feeder.state.next_position, feeder.state.last_loss
+            self.on_progress(RunProgress(phase, done, self.budget_rows, "rows",
+                                         done * self.seq_len, *(last[::-1] if last else ())))
             if cancel.is_set():
                 return 0.0
             return feeder.kill_at(self.settings.sandbox.save_grace_s)
@@ -319,15 +332,20 @@ class Runner:
         return feeder, result
 
     def _eval(self, paths: RunPaths, name: str, tasks: Iterator[Task], precision: str,
-              cancel: threading.Event) -> tuple[EvalServer, SandboxResult]:
+              cancel: threading.Event, *, phase: str = HELDOUT, positions: int | None = None
+              ) -> tuple[EvalServer, SandboxResult]:
         c = self.settings.challenge
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
         server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size)
+
+        def stop_at() -> float | None:
+            self.on_progress(_eval_progress(phase, list(server.answers), positions))
+            return 0.0 if cancel.is_set() else None
+
         try:
-            result = self.backend.run(self._eval_spec(paths, name),
-                                      stop_at=lambda: 0.0 if cancel.is_set() else None)
+            result = self.backend.run(self._eval_spec(paths, name), stop_at=stop_at)
         finally:
             server.close()
         if cancel.is_set():
@@ -391,6 +409,7 @@ class Runner:
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
             lanes=c.stream_lanes, keep_rate=self.keep_rate,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
+            train_output=output_tail(train_result.output),
             placement=self.placement(), stopped_early=stopped,
         )
 
@@ -421,7 +440,8 @@ class Runner:
                            tag=model)
 
         precision = axes.precision if axes else "fp32"
-        server, result = self._eval(paths, name, tasks(), precision, cancel)
+        server, result = self._eval(paths, name, tasks(), precision, cancel,
+                                    positions=(plan.count if trained else 0) + twin_plan.count)
         answers = server.answers
         ev = self._eval_result(plan, twin_plan, answers, trained, result, server.problems,
                                positions)
@@ -448,6 +468,8 @@ class Runner:
         sc = self.settings.scoring
         log2v = math.log2(self.vocab_size)
 
+        rows: dict[str, tuple[list[float], list[int]]] = {}  # model -> per-row bits, bytes
+
         def held(model: str, p: HeldOutPlan) -> tuple[float | None, float | None, int, int,
                                                       float | None]:
             got = [a for a in answers if a.task.kind == "logits" and a.task.model == model]
@@ -457,8 +479,9 @@ class Runner:
             if n != p.count or nbytes == 0:
                 return None, None, n, nbytes, None
             nats = math.fsum(float(x) for a in got for x in a.nats)
-            return (nats / LN2 / nbytes, nats / n, n, nbytes,
-                    ratio_se(row_nats(p, got) / LN2, row_bytes))
+            bits = row_nats(p, got) / LN2
+            rows[model] = ([round(float(b), 6) for b in bits], [int(b) for b in row_bytes])
+            return nats / LN2 / nbytes, nats / n, n, nbytes, ratio_se(bits, row_bytes)
 
         def probe(model: str) -> ProbeResult | None:
             for a in answers:
@@ -484,6 +507,8 @@ class Runner:
         return EvalResult(
             val_bpb_trained=val_bpb, val_bpb_twin=twin_bpb, val_tokens=n, val_bytes=nbytes,
             val_bpb_trained_se=val_se, val_bpb_twin_se=twin_se,
+            val_row_bits=rows.get("trained", ([], []))[0],
+            val_row_bytes=rows.get("trained", ([], []))[1],
             twin_step0_nats_per_token=twin_nats,
             uniform_nats_per_token=math.log(self.vocab_size),
             probe_trained=probe("trained"), probe_twin=probe("twin"),
@@ -530,7 +555,8 @@ class Runner:
             self.on_event("re-predicting the snapshots' kept positions (architecture only)")
             precision = record.axes.precision if record.axes else "fp32"
             server, result = self._eval(paths, name, snapshot_tasks(
-                record, served, self.train, names, self.separator_id), precision, cancel)
+                record, served, self.train, names, self.separator_id), precision, cancel,
+                phase=REPLAY_EVAL)
             eval_s = result.wall_s
             compare_snapshots(record, server.answers, snapshots)
             answered = {a.task.tag[:2] for a in server.answers}
@@ -553,6 +579,18 @@ class Runner:
             probe_s=round(probe_seconds(served), 3),
             **compare_batches(record, served, v.batch_rel_tol),
         )
+
+
+def _eval_progress(phase: str, answers: list[Answer], positions: int | None
+                   ) -> RunProgress:
+    """An evaluation's progress: held-out positions answered and their running loss, or
+    (no position count given: the replay's snapshots) tasks answered."""
+    if positions is None:
+        return RunProgress(phase, len(answers), None, "tasks", 0)
+    got = [a.nats for a in answers if a.task.kind == "logits" and a.nats is not None]
+    n = sum(len(x) for x in got)
+    loss = math.fsum(float(x.sum()) for x in got) / n if n else None
+    return RunProgress(phase, n, positions, "positions", n, loss)
 
 
 def _axes(raw: dict | None) -> MeasuredAxes | None:
