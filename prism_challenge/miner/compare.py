@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from prism_challenge.sandbox.heldout import ratio_se
@@ -120,7 +120,9 @@ def print_comparison(console: Console, mine: Side, ref: Side) -> Difference | No
     """The side-by-side table and the held-out difference line; returns that difference."""
     a, b = mine.record, ref.record
     ea, eb = a.eval, b.eval
-    table = Table("measure", Text(mine.label), Text(ref.label), "difference (this - ref)",
+    # labels are bundle names: headers as Text, never read as markup
+    table = Table("measure", Column(Text(mine.label)), Column(Text(ref.label)),
+                  "difference (this - ref)",
                   title="compared with the reference (same machine and config)",
                   title_justify="left")
     table.add_row("prequential bpb (same stream: no sampling error)",

@@ -22,34 +22,44 @@ MAX_INTERVAL_S = 10.0
 
 
 class PhaseState:
-    """One phase's latest progress and when it started (for its rate and ETA)."""
+    """One phase's latest progress; its rate is measured from the first report that moved
+    (a sandbox's start-up, importing torch and building the model, is not a rate)."""
 
     def __init__(self, label: str, phase: str | None = None) -> None:
         self.label = label  # the runner's words for it, until its first report names it
         self.phase = phase
         self.t0 = time.monotonic()
         self.last: RunProgress | None = None
+        self.first: tuple[float, int, int] | None = None  # (time, done, tokens) when it moved
+
+    def update(self, progress: RunProgress) -> None:
+        if self.first is None and progress.done > 0:
+            self.first = (time.monotonic(), progress.done, progress.tokens)
+        self.last = progress
 
     def describe(self) -> str:
         """'training: 48/96 rows (50%), 1,536 tokens at 812 tokens/s, loss 5.213, ETA 2 s'"""
-        p, elapsed = self.last, time.monotonic() - self.t0
-        if p is None:
-            return f"{self.label}: starting ({elapsed:.0f} s)"
+        p, now = self.last, time.monotonic()
+        if p is None or p.done == 0:
+            return f"{self.label}: starting ({now - self.t0:.0f} s)"
         count = f"{p.done:,}/{p.total:,} {p.unit}" if p.total else f"{p.done:,} {p.unit}"
         if p.total:
             count += f" ({p.done / p.total:.0%})"
         parts = [count]
+        t1, done1, tokens1 = self.first or (now, p.done, p.tokens)
+        span = now - t1
         if p.tokens:
             word = "tokens" if p.unit == "rows" else "positions"
-            parts.append(f"{p.tokens:,} {word} at {p.tokens / max(elapsed, 1e-9):,.0f} "
-                         f"{word}/s")
+            rate = f" at {(p.tokens - tokens1) / span:,.0f} {word}/s" \
+                if span > 0 and p.tokens > tokens1 else ""
+            parts.append(f"{p.tokens:,} {word}{rate}")
         if p.loss is not None:
             at = f" (step {p.step})" if p.step is not None else ""
             parts.append(f"loss {p.loss:.3f} nats/token{at}")
-        if p.total and 0 < p.done < p.total:
-            parts.append(f"ETA {elapsed * (p.total - p.done) / p.done:,.0f} s")
-        elif p.total and p.done >= p.total:
+        if p.total and p.done >= p.total:
             parts.append("finishing")
+        elif p.total and p.done > done1 and span > 0:
+            parts.append(f"ETA {span * (p.total - p.done) / (p.done - done1):,.0f} s")
         return f"{self.label}: " + ", ".join(parts)
 
 
@@ -86,7 +96,7 @@ class EvalProgress:
                 self.phase.phase = self.phase.label = progress.phase
             elif self.phase.phase != progress.phase:
                 self.phase = PhaseState(progress.phase, progress.phase)
-            self.phase.last = progress
+            self.phase.update(progress)
         self._refresh()
 
     # ---- output ---------------------------------------------------------------------------

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import threading
 
 import numpy as np
 import pytest
 from miner_kit import copy_example, prism_in_process
+from rich.console import Console
 
-from prism_challenge.miner.compare import heldout_difference, load_stored
+from prism_challenge.miner.compare import Side, heldout_difference, load_stored, print_comparison
 from prism_challenge.miner.progress import EvalProgress, PhaseState
 from prism_challenge.sandbox.heldout import ratio_se
 from prism_challenge.sandbox.progress import HELDOUT, TRAINING, RunProgress
-from prism_challenge.sandbox.record import EvalResult
+from prism_challenge.sandbox.record import EvalResult, RunRecord
+from prism_challenge.scoring import ScoreResult
 
 
 class Lines(io.StringIO):
@@ -36,6 +39,8 @@ def test_off_a_terminal_each_phase_prints_lines_with_rate_loss_and_eta():
     pipe = Lines(want=6)
     with EvalProgress(pipe, live=False, interval_s=0.05) as progress:
         progress.on_event("training in the sandbox")
+        progress.on_progress(RunProgress(TRAINING, 0, 96, "rows", 0))  # still starting
+        progress.on_progress(RunProgress(TRAINING, 16, 96, "rows", 16 * 32, 5.5, 0))
         progress.on_progress(RunProgress(TRAINING, 48, 96, "rows", 48 * 32, 5.25, 2))
         progress.on_event("evaluating the final weights (held out)")  # prints training's end
         progress.on_progress(RunProgress(HELDOUT, 128, 256, "positions", 128, 4.5))
@@ -47,16 +52,19 @@ def test_off_a_terminal_each_phase_prints_lines_with_rate_loss_and_eta():
         "training: 48/96 rows (50%), 1,536 tokens at ")
     assert "tokens/s, loss 5.250 nats/token (step 2), ETA " in training[0]
     held = [ln for ln in lines if "] held-out evaluation: " in ln]
-    assert len(held) >= 2 and "128/256 positions (50%), 128 positions at " in held[-1]
-    assert "loss 4.500 nats/token, ETA" in held[-1]
+    # one report that moved: no rate and no ETA yet, only what is known
+    assert len(held) >= 2 and held[-1].endswith(
+        "held-out evaluation: 128/256 positions (50%), 128 positions, loss 4.500 nats/token")
 
 
 def test_a_phase_without_a_total_and_a_finished_one():
     state = PhaseState(TRAINING, TRAINING)
-    state.last = RunProgress(TRAINING, 96, 96, "rows", 3072, None)
-    assert state.describe().startswith("training: 96/96 rows (100%), 3,072 tokens at ")
-    assert state.describe().endswith("finishing")
-    state.last = RunProgress("replay evaluation", 3, None, "tasks", 0)
+    state.update(RunProgress(TRAINING, 0, 96, "rows", 0))
+    assert state.describe() == "training: starting (0 s)"  # the sandbox is starting
+    state.update(RunProgress(TRAINING, 96, 96, "rows", 3072, None))
+    # one report that moved: no rate yet (the start-up is not a rate), and nothing left
+    assert state.describe() == "training: 96/96 rows (100%), 3,072 tokens, finishing"
+    state.update(RunProgress("replay evaluation", 3, None, "tasks", 0))
     assert state.describe() == "training: 3 tasks"
 
 
@@ -110,3 +118,42 @@ def test_a_stored_reference_that_cannot_be_read_says_how_to_remake_it(tmp_path):
     assert str(err.value) == (f"{tmp_path} does not hold a readable prism eval output "
                               f"(ValidationError); run `prism eval BUNDLE --out {tmp_path}` "
                               "again")
+
+
+def _record(bpb_rows: list[float], *, budget_tokens: int = 3072, train_s: float = 6.0):
+    nbytes = [100] * len(bpb_rows)
+    return RunRecord.model_validate({
+        "digest": "d" * 64, "corpus": "demo", "manifest_sha256": "f" * 64, "vocab_size": 256,
+        "seq_len": 32, "param_cap": 10**6, "exit_reason": "ok", "train_s": train_s,
+        "budget": {"rows": 96, "tokens": budget_tokens, "scored_tokens": 3000, "bytes": 9000},
+        "consumed": {"rows": 96, "scored_tokens": 3000, "bytes": 9000, "nats": 1.0},
+        "batches": [],
+        "eval": _eval([b * 100 for b in bpb_rows], nbytes).model_dump(),
+    })
+
+
+def _score(bpb: float) -> ScoreResult:
+    return ScoreResult(bpb=bpb, prequential_bpb=bpb, uniform_bpb=8.0, tail_bpb=bpb,
+                       heldout_delta=0.4, gap=0.0, penalty=0.0, eligible=True, reasons=[], notes=[],
+                       unconsumed_tokens=0, exit_reason="ok")
+
+
+def test_the_comparison_table_and_its_difference_line():
+    console = Console(file=io.StringIO(), width=240, color_system=None)
+    mine = Side("[bold]mine", _record([2.40, 2.52, 2.31, 2.45]), _score(2.70), True)
+    ref = Side("baseline (stored)", _record([2.50, 2.60, 2.40, 2.55], train_s=12.0),
+               _score(2.80), True)
+    held = print_comparison(console, mine, ref)
+    text = console.file.getvalue()
+    assert "[bold]mine" in text  # a bundle name is printed as written
+    assert re.search(r"prequential bpb \(same stream: no sampling error\)\s+│ 2\.7000\s+│ "
+                     r"2\.8000\s+│ -0\.1000", text)
+    assert re.search(r"training tokens/s\s+│ 500\s+│ 250\s+│ x2\.00", text)
+    assert held.value == pytest.approx(-0.0925)
+    assert f"held-out difference: -0.0925 ± {held.se:.4f} bpb (paired over 4 rows of the " \
+           "same held-out plan, " in text
+    assert "not like for like" not in text
+    other = Side("other", _record([2.5] * 4, budget_tokens=6144), _score(2.8), False)
+    print_comparison(console, mine, other)
+    assert "WARNING not like for like: other token budgets (3,072 vs 6,144)" in \
+        console.file.getvalue()
