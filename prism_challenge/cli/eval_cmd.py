@@ -1,20 +1,22 @@
 """`prism eval`: score a bundle locally with the configured budget, as a validator would.
 
-Exit status: 0 the run is eligible, 1 the bundle is refused or its score is not eligible,
+Exit status: 0 the run is eligible, 1 the bundle is refused or its score is not eligible
+(with --compare: this bundle's, whatever the reference's),
 2 usage, config or data errors.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from prism_challenge.cli.check_cmd import BundleArg, DataRootOption, load_bundle, local_run_errors
-from prism_challenge.cli.common import ConfigOption, settings_from
+from prism_challenge.cli.common import ConfigOption, fail, settings_from
+from prism_challenge.miner.progress import MAX_INTERVAL_S, EvalProgress
 
 
 def evaluate(
@@ -26,35 +28,63 @@ def evaluate(
                      "steps.npz), score.json and learning_curve.png (default: "
                      "prism-data/eval/<digest prefix>)."),
     ] = None,
+    progress_every: Annotated[
+        float,
+        typer.Option("--progress-every", help="Off a terminal: seconds between progress "
+                     f"lines (at most {MAX_INTERVAL_S:g}); on one, a live bar."),
+    ] = MAX_INTERVAL_S,
+    compare: Annotated[
+        Path | None,
+        typer.Option("--compare", help="A reference to print side by side with the "
+                     "differences and their uncertainty: a bundle folder (evaluated here "
+                     "too, e.g. examples/baseline) or the --out folder of an earlier eval."),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Train and score a bundle locally (full budget, real sandbox); writes a learning curve."""
     from prism_challenge.miner import StaticRefusal, evaluate_bundle
+    from prism_challenge.miner.compare import Side, is_stored_run, load_stored, print_comparison
     from prism_challenge.miner.render import findings_table, print_eval
 
+    if not 0 < progress_every <= MAX_INTERVAL_S:
+        fail(f"--progress-every must be more than 0 and at most {MAX_INTERVAL_S:g} seconds, "
+             f"not {progress_every:g}")
     settings = settings_from(config)
     console = Console(soft_wrap=True)
     bundle = load_bundle(bundle_dir, console)
     root = data_root or settings.data.root
     out_dir = out or Path("prism-data") / "eval" / bundle.digest[:12]
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("rows"), TimeElapsedColumn(), console=Console(stderr=True),
-                        transient=False)
-    task = progress.add_task("starting", total=None)
-
-    def on_event(message: str) -> None:
-        progress.update(task, description=message)
-
-    def on_progress(done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total)
-
+    stored = reference = None
+    if compare is not None:  # refused before anything runs
+        if is_stored_run(compare):
+            try:
+                stored = load_stored(compare)
+            except ValueError as exc:
+                fail(str(exc))
+        else:
+            reference = load_bundle(compare, console)
+    progress = EvalProgress(sys.stderr, live=sys.stderr.isatty(), interval_s=progress_every)
     try:
         with local_run_errors(root), progress:
-            report = evaluate_bundle(bundle, settings, root, out_dir, on_event=on_event,
-                                     on_progress=on_progress)
+            report = evaluate_bundle(bundle, settings, root, out_dir,
+                                     on_event=progress.on_event,
+                                     on_progress=progress.on_progress)
+            if reference is not None:
+                progress.on_event(f"the reference {compare}: starting")
+                ref_out = (out_dir / "reference" if out else
+                           Path("prism-data") / "eval" / reference.digest[:12])
+                ref = evaluate_bundle(reference, settings, root, ref_out,
+                                      on_event=progress.on_event,
+                                      on_progress=progress.on_progress)
+                stored = Side(f"{ref.bundle.meta.name or compare} (reference)", ref.record,
+                              ref.score, ref.eligible)
     except StaticRefusal as exc:
         console.print(findings_table("refused by the static gates (not run)", exc.findings))
         raise typer.Exit(1) from None
     print_eval(console, report)
+    if stored is not None:
+        mine = Side(report.bundle.meta.name or report.bundle.digest[:12], report.record,
+                    report.score, report.eligible)
+        print_comparison(console, mine, stored)
     if not report.eligible:
         raise typer.Exit(1)

@@ -64,7 +64,11 @@ def prepare_data(
     ] = True,
     config: ConfigOption = None,
 ) -> None:
-    """Prepare the locked data: split, train the tokenizer, write shards and the MANIFEST."""
+    """Prepare the locked data: split, train the tokenizer, write shards and the MANIFEST.
+
+    Exit status: 0 prepared (or verified), 1 the data does not verify, 2 bad input or
+    usage, 3 the source is unavailable (hub unreachable; nothing written), 130 interrupted.
+    """
     from prism_challenge.data import (
         DataInputError,
         DataIntegrityError,
@@ -73,6 +77,7 @@ def prepare_data(
         prepare_data,
         verify_data,
     )
+    from prism_challenge.data.errors import SOURCE_UNAVAILABLE_EXIT, SourceUnavailable
 
     settings = settings_from(config)
     root = out or settings.data.root
@@ -112,6 +117,8 @@ def prepare_data(
                 highlight=False,
             )
         report = prepare_data(spec, root, progress=progress, console=console)
+    except SourceUnavailable as exc:
+        fail(str(exc), code=SOURCE_UNAVAILABLE_EXIT)
     except DataInputError as exc:
         fail(str(exc))
     except DataIntegrityError as exc:

@@ -11,18 +11,17 @@ bracketed text such as the `[axes]` table name.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from prism_challenge.chain.ss58 import hotkey_problem
 from prism_challenge.cli.common import ConfigOption, fail, open_existing_store, settings_from
 from prism_challenge.storage import Store
 
 NO_STORE = ("this node has no registry yet (start `prism validator`, or read a validator's "
             "brief with --url http://HOST:PORT)")
-HOTKEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the API's bound on ?hotkey=
 
 
 def _chain_block(settings) -> int | None:
@@ -97,8 +96,8 @@ def program(
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON twin.")] = False,
 ) -> None:
     """Print the research brief (program.md): the global one, or your population's."""
-    if hotkey is not None and not HOTKEY_PATTERN.match(hotkey):
-        fail(f"--hotkey {hotkey!r} is not a hotkey (1-64 letters, digits, '_' or '-')")
+    if hotkey is not None and (problem := hotkey_problem(hotkey)) is not None:
+        fail(f"--hotkey {problem}")
     if url is not None:
         typer.echo(_remote(url, hotkey, as_json))
         return

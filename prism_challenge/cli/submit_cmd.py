@@ -111,9 +111,13 @@ def submit(
         float, typer.Option("--wait-timeout", help="Seconds --wait follows one at most.")
     ] = 7200.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 5.0,
+    hotkey: Annotated[str | None, typer.Option("--hotkey", hidden=True)] = None,
     config: ConfigOption = None,
 ) -> None:
     """Commit a bundle with your hotkey and submit it to the subnet's validators."""
+    if hotkey is not None:  # what a miner types first; the wallet signs, so it names a key
+        fail(f"prism submit signs with a hotkey of your wallet: give its name with "
+             f"--wallet-hotkey NAME (and --wallet NAME), not --hotkey {hotkey!r}")
     import bittensor
 
     from prism_challenge.chain.factory import connect

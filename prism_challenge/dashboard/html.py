@@ -36,6 +36,7 @@ nav a{margin-right:14px}
 .prism-posteriors td:nth-child(n+3){white-space:nowrap}
 .reason{max-width:420px;overflow-wrap:anywhere;white-space:pre-line}
 .pairs th{width:180px}
+.output{max-height:320px;overflow:auto;background:#f6f8fa;padding:8px;font-size:12px}
 .counts{display:flex;gap:10px;flex-wrap:wrap;margin-bottom:8px}
 .chart{max-width:100%;height:auto;font-size:11px}.chart .axis{font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:8px}

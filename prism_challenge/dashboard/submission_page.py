@@ -155,6 +155,24 @@ def telemetry_html(runs: list[RunDigest]) -> str:
     return f'<p class="muted">{esc(note)}</p><div class="charts">{"".join(charts)}</div>'
 
 
+OUTPUT_SHOWN_CHARS = 16 * 1024
+
+
+def output_html(runs: list[RunDigest]) -> str:
+    """The training loop's own output (print(), warnings) of the latest readable attempt:
+    its last 16 KiB, escaped, in a scrolling block (the record keeps 64 KiB)."""
+    latest = next((r for r in reversed(runs) if r.record is not None), None)
+    text = latest.record.train_output if latest is not None else ""
+    if not text.strip():
+        return '<p class="muted">the training script printed nothing</p>'
+    shown = text[-OUTPUT_SHOWN_CHARS:]
+    cut = f", its last {len(shown):,} characters" if len(shown) < len(text) else ""
+    note = (f"attempt {latest.attempt}: what the training sandbox printed (stdout and "
+            f"stderr{cut}), shown, never scored")
+    return (f'<p class="muted">{esc(note)}</p>'
+            f'<pre class="output">{esc(shown)}</pre>')
+
+
 def _probe(probe) -> str:
     if probe is None:
         return "—"
@@ -204,6 +222,7 @@ def render_submission(view: SubmissionView) -> str:
         section(f"Submission #{view.row.id}", summary_html(view)),
         section("Learning curve", curve_html(view.runs), anchor="curve"),
         section("Telemetry", telemetry_html(view.runs), anchor="telemetry"),
+        section("Training output", output_html(view.runs), anchor="output"),
         section("Score", score_html(view.score), anchor="score"),
         section("Measured", measured_html(view.runs), anchor="measured"),
         section("Runs", runs_html(view.runs), anchor="runs"),

@@ -10,6 +10,15 @@ class DataInputError(ValueError):
     """
 
 
+class SourceUnavailable(DataInputError):
+    """The source could not be reached (the hub down or offline, no network): nothing is
+    wrong with the spec, and nothing was written; the same command works once it is back.
+    `prism prepare-data` exits with `SOURCE_UNAVAILABLE_EXIT` for it."""
+
+
+SOURCE_UNAVAILABLE_EXIT = 3
+
+
 class DataIntegrityError(RuntimeError):
     """Prepared data does not match its MANIFEST (missing, corrupted or foreign files).
 

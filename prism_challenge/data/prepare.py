@@ -541,10 +541,21 @@ def prepare_data(
                 )
             except DataIntegrityError:
                 pass  # repair: rebuild below, rewriting what does not verify
-    created = not out.exists()
+    created = _first_missing(out)
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out):
         return _build(spec, out, created, source_info, plan_sha, progress, console, started)
+
+
+def _first_missing(out: Path) -> Path | None:
+    """The outermost folder of `out` that does not exist yet (what a refused run removes),
+    or None when `out` exists."""
+    missing = None
+    for folder in (out, *out.absolute().parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
 
 
 @contextmanager
@@ -564,7 +575,7 @@ def _exclusive(out: Path) -> Iterator[None]:
 def _build(
     spec: DataSpec,
     out: Path,
-    created: bool,
+    created: Path | None,
     source_info: dict[str, Any],
     plan_sha: str,
     progress: bool,
@@ -598,8 +609,8 @@ def _build(
             timings["shards"] = time.perf_counter() - t
     except (DataInputError, ModuleNotFoundError):  # bad input or a missing extra: no resume
         shutil.rmtree(work.dir, ignore_errors=True)
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        if created is not None:  # every folder this run made, parents included
+            shutil.rmtree(created, ignore_errors=True)
         raise
 
     tok_raw = (work.dir / TOKENIZER_NAME).read_bytes()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prism_challenge.data.errors import DataInputError
+from prism_challenge.data.errors import DataInputError, SourceUnavailable
 from prism_challenge.data.manifest import sha256_file
 from prism_challenge.data.spec import DemoSource, FineWebSource, LocalSource
 
@@ -179,7 +179,25 @@ def open_hub_stream(source: FineWebSource):
     )
 
 
+def _unavailable(source: FineWebSource, exc: BaseException) -> SourceUnavailable:
+    why = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return SourceUnavailable(
+        f"source unavailable: {source.dataset} ({source.config}, revision "
+        f"{source.revision[:12]}) could not be read: {why}; check the network (and HF_ENDPOINT, "
+        "HF_HUB_OFFLINE), then run the same command again, or prepare a local copy with "
+        "--source local --input FILES; nothing was written")
+
+
 def iter_hub(source: FineWebSource) -> Iterator[Record]:
+    """The hub's rows; a network failure (opening the stream or during it) is
+    `SourceUnavailable`, so the caller removes what it staged and says so in one line."""
+    try:
+        yield from _iter_hub(source)
+    except OSError as exc:  # ConnectionError, timeouts, the hub client's HTTP errors
+        raise _unavailable(source, exc) from None
+
+
+def _iter_hub(source: FineWebSource) -> Iterator[Record]:
     stream = open_hub_stream(source)
     features = getattr(stream, "features", None)
     if features is not None:

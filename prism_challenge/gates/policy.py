@@ -29,6 +29,8 @@ _FORMAT_METHODS = frozenset({"format", "format_map"})
 # fingerprint) far from Python's recursion limit.
 MAX_DEPTH = 100
 _SELF = frozenset({"self", "cls"})
+# Refused builtins PyTorch code commonly uses as a parameter name: allowed where they name one.
+_PARAM_OK = frozenset({"input"})
 # Attribute names a bundle may define itself (a model's own `decode` method, say).
 _OWNABLE = frozenset({"decode"})
 
@@ -56,7 +58,34 @@ def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
         if name not in files:
             out.append(Violation(R.CONTRACT, name, 0, f"the bundle has no {name}"))
     out.extend(contract_violations(trees))
-    return sorted(set(out), key=Violation.sort_key)
+    return _one_per_violation(sorted(set(out), key=Violation.sort_key))
+
+
+def _subject(v: Violation) -> str | None:
+    """The quoted name a violation starts with ('.manual_seed' is not allowed...)."""
+    if not v.message.startswith("'"):
+        return None
+    end = v.message.find("'", 1)
+    return v.message[1:end] if end > 1 else None
+
+
+def _one_per_violation(violations: list[Violation]) -> list[Violation]:
+    """Drop a report an equal one subsumes: the same rule on the same line, once as the
+    attribute ('.manual_seed') and once resolved through its import ('torch.manual_seed').
+    Only duplicate text goes: the resolved report stays, so nothing refused is let through."""
+    subjects = {}
+    for v in violations:
+        if (s := _subject(v)) is not None:
+            subjects.setdefault((v.file, v.line, v.rule), set()).add(s)
+    out = []
+    for v in violations:
+        s = _subject(v)
+        same = subjects.get((v.file, v.line, v.rule), set())
+        if s is not None and s.startswith(".") and any(
+                o != s and o.endswith(s) for o in same):
+            continue
+        out.append(v)
+    return out
 
 
 def _parse(name: str, source: str | bytes, out: list[Violation]) -> ast.Module | None:
@@ -212,8 +241,9 @@ class _FileChecker:
         if verdict is False:
             if importing:
                 self.flag(node, R.IMPORT, (
-                    f"import of '{path}' is not allowed ({A.import_why(path)}); bundles may "
-                    f"import only: {A.allowed_summary()}"))
+                    f"import of '{path}' is not allowed ({A.import_why(path)}); the modules "
+                    "a bundle may import are listed in docs/gates.md, \"The allow-list, and "
+                    "why\""))
             return  # a name from a refused import: the import is what gets reported
         rule, why = verdict
         if rule == R.MEMBER and any(_is_private(p) or _is_dunder(p) for p in path.split(".")):
@@ -319,7 +349,7 @@ class _FileChecker:
         name = node.id
         if name in _SELF and not isinstance(node.ctx, ast.Load):
             self.flag(node, R.SELF, f"'{name}' may not be rebound; it is a method's receiver")
-        if name in R.BUILTINS:
+        if name in R.BUILTINS and not (name in _PARAM_OK and self._a_parameter(node)):
             rule, why = R.BUILTINS[name]
             self.flag(node, rule, f"'{name}' is not allowed: {why}")
         elif name == "type":
@@ -487,6 +517,22 @@ class _FileChecker:
         for bound, name in _class_bindings(node):
             if name in R.HARNESS_NAMES:
                 self._flag_harness_name(bound, name, "defining")
+
+    def _a_parameter(self, node: ast.Name) -> bool:
+        """Does `node` name a parameter of a function it is in the body of? (PyTorch's own
+        `forward(self, input)`.) Defaults, decorators and annotations are evaluated outside
+        the function, where the name is the builtin, so they never count."""
+        child, scope = node, self.parent.get(node)
+        while scope is not None:
+            if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                args = scope.args
+                names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+                names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+                body = scope.body if isinstance(scope.body, list) else [scope.body]
+                if node.id in names and any(child is stmt for stmt in body):
+                    return True
+            child, scope = scope, self.parent.get(scope)
+        return False
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if _is_dunder(node.name) and node.name not in R.ALLOWED_DUNDER_DEFS:

@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.config.settings import Settings
+from prism_challenge.gates.axis_claims import axis_contradictions
 from prism_challenge.gates.duplicates import deactivate, find_original, record_fingerprint
 from prism_challenge.gates.fingerprint import fingerprint
 from prism_challenge.gates.policy import check_policy
@@ -139,8 +140,10 @@ class GateStage:
         if match is not None:
             return self._finish(c.id, Status.REJECTED, match.reason(), now)
 
+        claims = axis_note(bundle)
         if self.reviewer is None:
-            return self._finish(c.id, Status.QUEUED, "gates passed (LLM review disabled)", now,
+            return self._finish(c.id, Status.QUEUED,
+                                "gates passed (LLM review disabled)" + claims, now,
                                 reviewed=REVIEWED_NONE)
         verdict, fresh = cached_verdict, False
         if verdict is None:
@@ -151,7 +154,7 @@ class GateStage:
                 return self._hold(c.id, str(exc), now)
             fresh = True
         if verdict.decision == "allow":
-            status, reason = Status.QUEUED, "gates passed (LLM review: allow)"
+            status, reason = Status.QUEUED, "gates passed (LLM review: allow)" + claims
         else:
             status, reason = Status.REJECTED, "LLM review rejected:\n" + verdict.summary()
         return self._finish(c.id, status, reason, now, reviewed=REVIEWED_LLM,
@@ -203,3 +206,10 @@ class GateStage:
         except IllegalTransition:
             return None
         return GateOutcome(submission_id, Status.RECEIVED, reason)
+
+
+def axis_note(bundle: Bundle) -> str:
+    """The declared axes the code contradicts, as lines appended to a queued reason (the
+    submission page shows it); "" when the declaration agrees with the code."""
+    lines = axis_contradictions(bundle.files, dict(bundle.meta.axes))
+    return "".join(f"\naxis flag: {line}" for line in lines)

@@ -25,6 +25,7 @@ from prism_challenge.miner.sandbox_run import replay_in_sandbox, run_in_sandbox
 from prism_challenge.registry import DEFAULT_AXES
 from prism_challenge.registry.axes import AxisReading, read_axes
 from prism_challenge.sandbox.backends import IsolationBackend
+from prism_challenge.sandbox.progress import ProgressCallback
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.scoring import ScoreResult, score_record
@@ -69,7 +70,7 @@ class EvalReport:
 def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir: Path, *,
                     backend: IsolationBackend | None = None,
                     on_event: Callable[[str], None] | None = None,
-                    on_progress: Callable[[int, int], None] | None = None) -> EvalReport:
+                    on_progress: ProgressCallback | None = None) -> EvalReport:
     """Run, score and write `record.json` (with its per-step columns in `steps.npz`),
     `score.json` and `learning_curve.png`.
 
@@ -88,7 +89,7 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
     replay = check = None
     if score.eligible:
         replay = replay_in_sandbox(bundle, record, settings, data, backend=backend,
-                                   on_event=on_event)
+                                   on_event=on_event, on_progress=on_progress)
         check = verdict(replay, settings.verification)
     wall = time.monotonic() - t0
     axes = read_axes(DEFAULT_AXES, record.axes, dict(bundle.meta.axes))

@@ -12,9 +12,10 @@ from typing import Literal
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.gates import check_policy
+from prism_challenge.gates.axis_claims import axis_contradictions
 from prism_challenge.registry import DEFAULT_AXES, validate_declared
 
-Status = Literal["pass", "fail", "skip", "info"]
+Status = Literal["pass", "fail", "skip", "info", "warn"]  # warn: shown, never refuses
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ class Finding:
 
 
 def static_findings(bundle: Bundle) -> list[Finding]:
-    """Contract + AST policy (the validator's own `check_policy`) and the declared axes."""
+    """Contract + AST policy (the validator's own `check_policy`) and the declared axes,
+    including a declared axis the code contradicts (a warning, as on the validator's page)."""
     out = []
     violations = check_policy(bundle.files)
     if violations:
@@ -41,6 +43,8 @@ def static_findings(bundle: Bundle) -> list[Finding]:
         out.append(Finding("axes", "pass", f"declared axes validate: {pairs}"))
     else:
         out.append(Finding("axes", "info", "no axes declared in prism.toml (optional)"))
+    out += [Finding("axes", "warn", line)
+            for line in axis_contradictions(bundle.files, declared)]
     return out
 
 

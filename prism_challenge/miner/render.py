@@ -14,7 +14,7 @@ from prism_challenge.miner.findings import Finding
 from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
-        "info": "[cyan]info[/]"}
+        "info": "[cyan]info[/]", "warn": "[bold yellow]WARN[/]"}
 
 
 def findings_table(title: str, findings: list[Finding]) -> Table:
@@ -79,6 +79,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     _print_replay(console, report)
     _print_axes(console, report)
     _print_telemetry(console, rec)
+    _print_output(console, rec)
     tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
     console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
                   f"({_f(tok_s, ',.0f')} tokens/s), eval {rec.eval_s:.1f} s, "
@@ -124,6 +125,24 @@ def _print_axes(console: Console, report: EvalReport) -> None:
     console.print(axes)
     for flag in report.axes.flags:
         console.print(Text.assemble(("axis flag:", "yellow"), " ", flag), highlight=False)
+
+
+OUTPUT_LINES = 40
+
+
+def _print_output(console: Console, rec: RunRecord) -> None:
+    """The training loop's own output (print(), warnings): its last lines, printed as
+    written (never read as markup); the record keeps the last 64 KiB."""
+    lines = rec.train_output.rstrip("\n").splitlines()
+    if not lines:
+        console.print("training output: none (the loop printed nothing)", highlight=False)
+        return
+    shown = lines[-OUTPUT_LINES:]
+    more = f", the last {len(shown)} shown" if len(shown) < len(lines) else ""
+    console.print(f"training output ({len(lines)} lines kept in record.json{more}):",
+                  highlight=False)
+    for line in shown:
+        console.print(Text("  | " + line), highlight=False)
 
 
 def _print_telemetry(console: Console, rec: RunRecord) -> None:

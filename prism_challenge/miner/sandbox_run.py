@@ -10,6 +10,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.miner.data import LocalData
 from prism_challenge.sandbox.backends import IsolationBackend, make_backend
+from prism_challenge.sandbox.progress import ProgressCallback
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Runner
@@ -27,14 +28,12 @@ def backend_of(settings: Settings) -> IsolationBackend:
 def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
                    backend: IsolationBackend | None = None,
                    on_event: Callable[[str], None] | None = None,
-                   on_progress: Callable[[int, int], None] | None = None) -> RunRecord:
+                   on_progress: ProgressCallback | None = None) -> RunRecord:
     """Train and evaluate `bundle` exactly as a validator would; the run dir is temporary."""
     runner = Runner(settings, backend or backend_of(settings), data.train, data.val,
                     on_event=on_event, on_progress=on_progress)
     with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
         record = runner.run(bundle.files, bundle.digest, Path(tmp) / "run")
-    if on_progress is not None:  # the last poll may precede the last batch
-        on_progress(record.consumed.rows, record.budget.rows)
     if record.exit_reason == "infra":
         raise LocalRunFailed(f"the sandbox failed on this machine: {record.exit_detail[-600:]}")
     return record
@@ -42,10 +41,11 @@ def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
 
 def replay_in_sandbox(bundle: Bundle, record: RunRecord, settings: Settings, data: LocalData,
                       *, backend: IsolationBackend | None = None,
-                      on_event: Callable[[str], None] | None = None) -> ReplayRecord:
+                      on_event: Callable[[str], None] | None = None,
+                      on_progress: ProgressCallback | None = None) -> ReplayRecord:
     """Replay a local run with checks drawn now, as a validator does for a contender."""
     runner = Runner(settings, backend or backend_of(settings), data.train, data.val,
-                    on_event=on_event)
+                    on_event=on_event, on_progress=on_progress)
     with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
         replay = runner.replay(bundle.files, record, Path(tmp) / "replay")
     if replay.exit_reason == "infra":

@@ -131,6 +131,7 @@ class FeederState:
     stopped: Decision | None = None  # early stop: the run could no longer take the lead
     stack: Stack | None = None  # the software rank 0 reported at its first hello
     incomparable: str | None = None  # replay: this stack cannot judge the original run
+    last_loss: tuple[int, float] | None = None  # (step, nats per scored token): progress only
 
 
 class Feeder:
@@ -330,6 +331,8 @@ class Feeder:
             served.nats = nats
             served.sample = [float(v) for v in per_token[row_idx, pos]]
             served.t = time.monotonic() - self.t0
+            if scored.size:
+                self.state.last_loss = (step, nats / scored.size)
 
     def _record_probe(self, rank: int, step: int, nats) -> None:
         with self._lock:

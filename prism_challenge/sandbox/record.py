@@ -128,6 +128,10 @@ class EvalResult(Model):
     # SE of the delta twin - trained: both answer the same positions, so it is the SE of the
     # per-row paired difference (smaller than either SE when the two losses move together)
     heldout_delta_se: float | None = None
+    # the trained model's bits and the text bytes of each held-out plan row, in plan order:
+    # two runs on the same round's plan compare row by row (a paired difference and its SE)
+    val_row_bits: list[float] = []
+    val_row_bytes: list[int] = []
     # the round whose secret drew the plan, and sha256 of that secret (published beforehand)
     heldout_round: str = ""
     heldout_commit: str = ""
@@ -140,6 +144,18 @@ class EvalResult(Model):
     step0_weights_match_twin: bool | None = None  # info: train() changed weights before step 0
     exit_reason: ExitReason = "ok"
     detail: str = ""
+
+
+TRAIN_OUTPUT_CHARS = 64 * 1024
+
+
+def output_tail(text: str, limit: int = TRAIN_OUTPUT_CHARS) -> str:
+    """The last `limit` characters of a sandbox's output, NULs replaced (PostgreSQL's JSON
+    refuses them), cut at a line start when one is near."""
+    tail = text[-limit:].replace("\x00", "\ufffd")
+    if len(text) > limit and "\n" in tail[:200]:
+        tail = tail[tail.index("\n") + 1:]
+    return tail
 
 
 class TelemetryPoint(Model):
@@ -206,6 +222,9 @@ class RunRecord(Model):
     keep_rate: float = Field(0.0, ge=0, le=1)  # each scored position's chance of being kept
     sample_secret: str = ""  # hex; decided which positions were kept (known after the run)
     telemetry: list[TelemetryPoint] = []
+    # the training sandbox's own stdout and stderr (the loop's print()s), its last
+    # TRAIN_OUTPUT_CHARS characters: shown, never scored
+    train_output: str = Field("", max_length=TRAIN_OUTPUT_CHARS)
     placement: Placement | None = None
     stopped_early: EarlyStop | None = None
     # what the run computed with (stack.py): a replay on another stack is not comparable

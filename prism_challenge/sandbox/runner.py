@@ -42,6 +42,15 @@ from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.harness.axes import step_rows
 from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, HeldOutRound
+from prism_challenge.sandbox.progress import (
+    HELDOUT,
+    REPLAY,
+    REPLAY_EVAL,
+    TRAINING,
+    ProgressCallback,
+    RunProgress,
+    ignore,
+)
 from prism_challenge.sandbox.record import (
     Budget,
     Consumed,
@@ -52,6 +61,7 @@ from prism_challenge.sandbox.record import (
     ProbeResult,
     RunRecord,
     TelemetryPoint,
+    output_tail,
 )
 from prism_challenge.sandbox.replay import (
     PositionTally,
@@ -175,15 +185,15 @@ class Runner:
 
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
                  *, on_event: Callable[[str], None] | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: ProgressCallback | None = None) -> None:
         check_torch()  # the sandbox runs this interpreter's torch
         self.settings = settings
         self.backend = backend
         self.train = train
         self.val = val
         self.on_event = on_event or (lambda _msg: None)
-        # (rows handed out so far, budget rows), polled while the train sandbox runs
-        self.on_progress = on_progress or (lambda _done, _total: None)
+        # where the running phase stands, polled while each sandbox runs
+        self.on_progress = on_progress or ignore
         c = settings.challenge
         self.seq_len = c.seq_len
         self.budget_rows = self.train.budget_rows(c.seq_len, c.token_budget)
@@ -303,9 +313,12 @@ class Runner:
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
                replay: ReplayPlan | None = None) -> tuple[Feeder, SandboxResult]:
         feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay)
+        phase = TRAINING if replay is None else REPLAY
 
         def stop_at() -> float | None:
-            self.on_progress(feeder.state.next_position, self.budget_rows)
+            done, last = feeder.state.next_position, feeder.state.last_loss
+            self.on_progress(RunProgress(phase, done, self.budget_rows, "rows",
+                                         done * self.seq_len, *(last[::-1] if last else ())))
             if cancel.is_set():
                 return 0.0
             return feeder.kill_at(self.settings.sandbox.save_grace_s)
@@ -320,15 +333,20 @@ class Runner:
         return feeder, result
 
     def _eval(self, paths: RunPaths, name: str, tasks: Iterator[Task], precision: str,
-              cancel: threading.Event) -> tuple[EvalServer, SandboxResult]:
+              cancel: threading.Event, *, phase: str = HELDOUT, positions: int | None = None
+              ) -> tuple[EvalServer, SandboxResult]:
         c = self.settings.challenge
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
         server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size)
+
+        def stop_at() -> float | None:
+            self.on_progress(_eval_progress(phase, list(server.answers), positions))
+            return 0.0 if cancel.is_set() else None
+
         try:
-            result = self.backend.run(self._eval_spec(paths, name),
-                                      stop_at=lambda: 0.0 if cancel.is_set() else None)
+            result = self.backend.run(self._eval_spec(paths, name), stop_at=stop_at)
         finally:
             server.close()
         if cancel.is_set():
@@ -391,6 +409,7 @@ class Runner:
             train_s=round(max(0.0, train_result.wall_s - startup), 3), eval_s=round(eval_s, 3),
             lanes=c.stream_lanes, keep_rate=self.keep_rate,
             sample_secret=secret.hex(), telemetry=_telemetry(finish.telemetry if finish else []),
+            train_output=output_tail(train_result.output),
             placement=self.placement(), stopped_early=stopped,
             stack=combine(feeder.state.stack, hardware(self.devices())),
         )
@@ -424,7 +443,8 @@ class Runner:
                            tag=model)
 
         precision = axes.precision if axes else "fp32"
-        server, result = self._eval(paths, name, tasks(), precision, cancel)
+        server, result = self._eval(paths, name, tasks(), precision, cancel,
+                                    positions=sum(p.count for p in plans) * len(models))
         out = []
         for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
             ev = self._eval_result(plan, k, server.answers, trained, result, server.problems,
@@ -495,6 +515,8 @@ class Runner:
             val_bpb_trained_se=None if val_bits is None else ratio_se(val_bits, row_bytes),
             val_bpb_twin_se=None if twin_bits is None else ratio_se(twin_bits, row_bytes),
             heldout_delta_se=delta_se,
+            val_row_bits=[] if val_bits is None else [round(float(b), 6) for b in val_bits],
+            val_row_bytes=[] if val_bits is None else [int(b) for b in row_bytes],
             twin_step0_nats_per_token=twin_nats,
             uniform_nats_per_token=math.log(self.vocab_size),
             probe_trained=probe("trained"), probe_twin=probe("twin"),
@@ -553,7 +575,8 @@ class Runner:
             self.on_event("re-predicting the snapshots' kept positions (architecture only)")
             precision = record.axes.precision if record.axes else "fp32"
             server, result = self._eval(paths, name, snapshot_tasks(
-                record, served, self.train, names, self.separator_id), precision, cancel)
+                record, served, self.train, names, self.separator_id), precision, cancel,
+                phase=REPLAY_EVAL)
             eval_s = result.wall_s
             compare_snapshots(record, server.answers, snapshots)
             answered = {a.task.tag[:2] for a in server.answers}
@@ -591,6 +614,18 @@ def step_columns(batches) -> StepColumns:
         tokens=[b.tokens for b in batches], bytes=[b.bytes for b in batches],
         nats=[b.nats for b in batches], t=[b.t or 0.0 for b in batches],
         sample_start=starts, sample=samples)
+
+
+def _eval_progress(phase: str, answers: list[Answer], positions: int | None
+                   ) -> RunProgress:
+    """An evaluation's progress: held-out positions answered and their running loss, or
+    (no position count given: the replay's snapshots) tasks answered."""
+    if positions is None:
+        return RunProgress(phase, len(answers), None, "tasks", 0)
+    got = [a.nats for a in answers if a.task.kind == "logits" and a.nats is not None]
+    n = sum(len(x) for x in got)
+    loss = math.fsum(float(x.sum()) for x in got) / n if n else None
+    return RunProgress(phase, n, positions, "positions", n, loss)
 
 
 def _axes(raw: dict | None) -> MeasuredAxes | None:

@@ -78,7 +78,8 @@ def test_program_online_reads_the_block_or_says_why_not(tmp_path):
     env = {"PRISM_CHAIN__MODE": "online", "PRISM_CHAIN__NETWORK": "ws://127.0.0.1:9",
            "PRISM_CHAIN__TIMEOUT_S": "5",
            "PRISM_STORAGE__URL": f"sqlite:///{tmp_path / 'prism.db'}"}
-    done = CliRunner().invoke(app, ["program", "--hotkey", "miner1"], env=env)
+    miner = "5EsNLFaGe9XK5LzWH3i6eC2Wqv6YqZS1442N1C4yeSdP6uxy"  # an SS58 hotkey
+    done = CliRunner().invoke(app, ["program", "--hotkey", miner], env=env)
     text = " ".join(done.output.split())
     assert done.exit_code == 2, text
     assert "cannot read the chain block of netuid 1 on ws://127.0.0.1:9" in text

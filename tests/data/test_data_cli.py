@@ -109,3 +109,23 @@ def test_script_is_the_same_command():
     )
     assert res.returncode == 0
     assert "--source" in res.stdout and "--verify" in res.stdout
+
+
+def test_an_unreachable_hub_is_one_line_exit_3_and_leaves_nothing(tmp_path):
+    """The hub faked unreachable at its lowest seam: offline mode, and an endpoint on a
+    closed local port should anything still try the network."""
+    parent = tmp_path / "existing"
+    parent.mkdir()
+    env = {**os.environ, "COLUMNS": "400", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
+    res = subprocess.run(
+        [sys.executable, "-m", "prism_challenge.cli", "prepare-data", "--source", "fineweb-edu",
+         "--out", str(parent / "data" / "fineweb"), "--no-progress"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=280,
+    )
+    assert res.returncode == 3, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("error: source unavailable: HuggingFaceFW/fineweb-edu (sample-10BT,")
+    assert line.endswith("then run the same command again, or prepare a local copy with "
+                         "--source local --input FILES; nothing was written")
+    assert list(parent.iterdir()) == []  # no data/, no .work/, no partial shard

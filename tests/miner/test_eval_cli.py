@@ -6,7 +6,8 @@ import json
 import re
 import shutil
 
-from miner_kit import BUDGET_ROWS, copy_example, prism, prism_in_process
+import pytest
+from miner_kit import BUDGET_ROWS, ROOT, copy_example, prism, prism_in_process
 
 from prism_challenge.sandbox.record import RunRecord
 
@@ -69,3 +70,75 @@ def test_eval_without_data_names_the_prepare_command(tiny_config, tmp_path):
     assert res.exit_code == 2
     assert f"prism prepare-data --source demo --out {tmp_path / 'none'}" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+PROGRESS_LINE = re.compile(r"^\[progress \+(\d+\.\d) s\] (.+)$", re.M)
+
+
+def printing_baseline(dest):
+    """The baseline with a print() in its training loop (its output is the miner's own)."""
+    bundle = copy_example("baseline", dest)
+    text = (bundle / "training.py").read_text()
+    old = "        if step % 20 == 0:\n"
+    assert old in text
+    (bundle / "training.py").write_text(text.replace(
+        old, '        print(f"PRINTED step {step}")\n' + old, 1))
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def printed_eval(tiny_config, prepared_data, tmp_path_factory):
+    """One `prism eval` of the printing baseline, off a terminal, a progress line a second."""
+    tmp = tmp_path_factory.mktemp("printed")
+    out = tmp / "out"
+    res = prism("eval", str(printing_baseline(tmp / "printing")), "-c", str(tiny_config),
+                "--data-root", str(prepared_data), "--out", str(out), "--progress-every", "1",
+                timeout=560)
+    return res, out
+
+
+@pytest.mark.timeout(600)  # one full eval with its replay; slow only on a loaded machine
+def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
+    """Off a terminal every phase prints progress lines at the configured interval (at
+    most 10 s apart); the loop's print() reaches the record and the report."""
+    res, out = printed_eval
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [(float(t), text) for t, text in PROGRESS_LINE.findall(res.stderr)]
+    times = [t for t, _ in lines]
+    assert times == sorted(times) and len(lines) >= 10
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) <= 10.0
+    for phase in ("training: ", "held-out evaluation: ", "replay: "):
+        assert any(text.startswith(phase) for _, text in lines), phase
+    assert any(re.match(rf"training: {BUDGET_ROWS}/{BUDGET_ROWS} rows \(100%\), "
+                        r"[\d,]+ tokens( at [\d,]+ tokens/s)?, loss \d+\.\d{3} nats/token "
+                        r"\(step \d+\)", text) for _, text in lines)
+    assert any(re.match(r"held-out evaluation: [\d,]+/512 positions", text)
+               for _, text in lines)  # 256 of the trained model, the same 256 of its twin
+    record = RunRecord.model_validate({**json.loads((out / "record.json").read_text()),
+                                       "steps": (out / "steps.npz").read_bytes()})
+    steps = len(set(record.columns.step.tolist()))
+    assert [ln for ln in record.train_output.splitlines() if ln.startswith("PRINTED")] == [
+        f"PRINTED step {i}" for i in range(steps)]
+    assert f"  | PRINTED step {steps - 1}\n" in res.stdout
+
+
+@pytest.mark.timeout(600)
+def test_eval_compare_prints_the_paired_held_out_difference(printed_eval, tiny_config,
+                                                            prepared_data, tmp_path):
+    """`--compare` with a stored reference (the printing baseline's output): the plain
+    baseline side by side with it, the held-out difference paired on the same plan."""
+    _, stored = printed_eval
+    out = tmp_path / "out"
+    res = prism("eval", str(ROOT / "examples" / "baseline"), "-c", str(tiny_config),
+                "--data-root", str(prepared_data), "--out", str(out), "--compare", str(stored),
+                timeout=560)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "compared with the reference (same machine and config)" in res.stdout
+    assert "baseline (stored)" in res.stdout and "not like for like" not in res.stdout
+    paired = re.search(r"held-out difference: ([+-]\d\.\d{4}) ± (\d\.\d{4}) bpb \(paired "
+                       r"over (\d+) rows of the same held-out plan", res.stdout)
+    assert paired, res.stdout
+    mine = RunRecord.model_validate_json((out / "record.json").read_text()).eval
+    theirs = RunRecord.model_validate_json((stored / "record.json").read_text()).eval
+    assert int(paired[3]) == len(mine.val_row_bits) == 64  # 256 positions, 4 cuts a row
+    assert abs(float(paired[1]) - (mine.val_bpb_trained - theirs.val_bpb_trained)) < 2e-4

@@ -155,7 +155,7 @@ def test_program_md_per_hotkey_over_http_and_through_the_cli(tmp_path):
     store = Store(url)
     reg, _ = _registry(store)
     settings = Settings(storage={"url": url})
-    hotkey = HOTKEYS[5]
+    hotkey = "5EsNLFaGe9XK5LzWH3i6eC2Wqv6YqZS1442N1C4yeSdP6uxy"  # `prism program` wants SS58
     text, digest, doc = reg.program_for(hotkey, settings, None)
     deps = ApiDeps(settings=settings, store=store, metagraph=StaticMetagraph.of([], block=99))
     runner = CliRunner()
