@@ -86,6 +86,11 @@ def _zstd(data: bytes) -> tuple[int | None, str]:
     return len(zstandard.ZstdCompressor(level=19).compress(data)), "zstd -19 (zstandard)"
 
 
+def _fmt(value: float | None) -> str:
+    """A figure to four decimals, or n/a where the run has none (e.g. no held-out pass)."""
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def compressors(data: bytes) -> list[tuple[str, int | None, float]]:
     out = []
     for name, fn in (("gzip -9", lambda d: len(gzip.compress(d, compresslevel=9))),
@@ -163,9 +168,11 @@ def main() -> None:
         print(f"{name:<34} {bpb:>10.4f} {bpb / model_bpb:>20.3f} {seconds:>8.2f}")
     ev = record.eval
     print()
-    print(f"context: uniform {score.uniform_bpb:.4f} bpb; baseline tail {score.tail_bpb:.4f}; "
-          f"held-out val trained {ev.val_bpb_trained:.4f} vs random-init twin "
-          f"{ev.val_bpb_twin:.4f}")
+    print(f"context: uniform {_fmt(score.uniform_bpb)} bpb; baseline tail "
+          f"{_fmt(score.tail_bpb)}; held-out val trained {_fmt(ev.val_bpb_trained)} vs "
+          f"random-init twin {_fmt(ev.val_bpb_twin)}")
+    if not score.eligible:  # the table stands (it is the prequential code length)
+        print(f"not eligible: {'; '.join(score.reasons)}")
     blen = train.byte_lengths
     print(f"tokenizer alone: {len(data) / tokens:.3f} bytes/token "
           f"(mean piece length over the vocab {np.mean(blen[blen > 0]):.2f})")

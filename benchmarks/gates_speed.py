@@ -4,6 +4,8 @@ Measures `check_policy` and `fingerprint` on the honest corpus and on a bundle a
 limit (each script ~64 KiB of model code), and the duplicate comparison of one bundle
 against N stored fingerprints. Prints milliseconds; asserts nothing.
 Run: .venv/bin/python benchmarks/gates_speed.py [N]
+`--smoke` (the suite runs it): 20 stored fingerprints, one timing each; it stops when the
+scan finds a duplicate among fingerprints of other bundles.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from prism_challenge.storage.tables import Submission
 
 HONEST = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "honest"
 
+SMOKE = "--smoke" in sys.argv  # one timing of each, 20 fingerprints
+
 
 def ms(fn, repeat: int = 20) -> float:
     times = []
-    for _ in range(repeat):
+    for _ in range(1 if SMOKE else repeat):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -90,4 +94,5 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    numbers = [a for a in sys.argv[1:] if a != "--smoke"]
+    main(int(numbers[0]) if numbers else 20 if "--smoke" in sys.argv else 1000)

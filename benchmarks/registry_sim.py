@@ -334,7 +334,10 @@ def main() -> None:
     ap.add_argument("--populations", type=int, default=RegistrySettings().populations)
     ap.add_argument("--true-rate", type=float, default=0.5,
                     help="chance that a proposed claim has a true benefit")
+    ap.add_argument("--smoke", action="store_true", help="1 seed x 40 submissions (the suite)")
     args = ap.parse_args()
+    if args.smoke:
+        args.seeds, args.n = 1, 40
     cfg = RegistrySettings(populations=args.populations)
     readings = _readings(RegistryState().schema())
     t0 = time.perf_counter()

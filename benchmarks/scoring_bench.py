@@ -3,12 +3,14 @@
 A 1 B-token run at 32 rows x 1,024 tokens per batch is ~30.5 k batch entries; a busy subnet
 has thousands of scored submissions over 256 uids. Prints measured times; asserts nothing.
 Run: .venv/bin/python benchmarks/scoring_bench.py
+`--smoke` (the suite runs it): 300 batches, 1,000 submissions, one timing each.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -26,6 +28,8 @@ from prism_challenge.scoring import Entry, build_leaderboard, score_record
 from prism_challenge.weights import build_plan
 
 VOCAB, TOKENS_PER_BATCH, BYTES_PER_TOKEN = 32_768, 32 * 1024, 4
+SMOKE = "--smoke" in sys.argv
+BATCHES, SUBMISSIONS = (300, 1_000) if SMOKE else (30_518, 10_000)
 
 
 def production_record(n_batches: int) -> RunRecord:
@@ -58,19 +62,19 @@ def production_record(n_batches: int) -> RunRecord:
 
 def timed(label: str, fn, repeat: int = 5) -> None:
     best = math.inf
-    for _ in range(repeat):
+    for _ in range(1 if SMOKE else repeat):
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
-    print(f"{label:<58} {best * 1e3:9.2f} ms (best of {repeat})")
+    print(f"{label:<58} {best * 1e3:9.2f} ms (best of {1 if SMOKE else repeat})")
 
 
 def main() -> None:
     settings = Settings()
-    record = production_record(30_518)
+    record = production_record(BATCHES)
     result = score_record(record, settings.scoring)
     print(f"production-scale record: {record.summary.count:,} batches, bpb {result.bpb:.4f}")
-    timed("score_record, 30,518 batch entries (1 B tokens)", lambda: score_record(
+    timed(f"score_record, {BATCHES:,} batch entries", lambda: score_record(
         record, settings.scoring))
     rng = random.Random(1)
     hotkeys = [f"hk{i}" for i in range(256)]
@@ -78,9 +82,9 @@ def main() -> None:
         Entry(submission_id=i, hotkey=rng.choice(hotkeys), digest=f"{i:064x}",
               accepted_at=float(i), bpb=1.0 + rng.random(), heldout_delta=rng.random(),
               eligible=rng.random() > 0.1, corpus="fineweb-edu", scored_at=float(i))
-        for i in range(10_000)
+        for i in range(SUBMISSIONS)
     ]
-    timed("build_leaderboard, 10,000 scored submissions / 256 hotkeys",
+    timed(f"build_leaderboard, {SUBMISSIONS:,} scored submissions / 256 hotkeys",
           lambda: build_leaderboard(entries, epsilon=0.001, margin=0.005))
     mg = StaticMetagraph.of(hotkeys)
     credit = {h: rng.random() for h in hotkeys}

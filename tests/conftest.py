@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from slow_first import slow_first
 
 from prism_challenge.storage import Store
+
+
+def pytest_collection_modifyitems(config, items):
+    slow_first(items)  # the longest files start first, so the workers' tails are short
 
 
 @pytest.fixture(autouse=True)

@@ -4,59 +4,24 @@ The wheel is built from this checkout and installed (without dependencies) into 
 virtual environment that reaches the project environment's packages through a `.pth` line,
 so the test installs nothing from an index. Everything then runs from a folder outside the
 repository with the installed `prism` script: prepare the demo corpus, copy an example,
-`prism check` it: both sandboxes (training, then the held-out and causality pass) run from
-the installed package. (`prism eval` of the same example runs in the miner guide's test.)
+and list them. (`prism check` and `prism eval` of the copied example, both sandboxes
+included, run from an installed wheel in test_miner_install.py.)
 Only the sizes are small: the demo spec shipped in the wheel is trimmed to two
-distributions, and the budget is a few batches.
+distributions.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
+from install_kit import run as _run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-TINY = {
-    "PRISM_CHALLENGE__SEQ_LEN": "32",
-    "PRISM_CHALLENGE__TOKEN_BUDGET": str(32 * 96),
-    "PRISM_CHALLENGE__DEADLINE_S": "60",
-    "PRISM_SCORING__HELDOUT_POSITIONS": "256",
-    "PRISM_SCORING__HELDOUT_TWIN_POSITIONS": "64",
-    "PRISM_SCORING__HELDOUT_CUTS_PER_ROW": "4",
-    "PRISM_VERIFICATION__SNAPSHOT_STEPS": "2",
-    "PRISM_SANDBOX__CPU_THREADS": "1",
-    "PRISM_SANDBOX__MEMORY_BYTES": str(3 * 2**30),
-    "PRISM_SANDBOX__PIDS_MAX": "64",
-    "PRISM_SANDBOX__DISK_BYTES": str(64 * 2**20),
-    "PRISM_SANDBOX__STARTUP_GRACE_S": "60",
-    "PRISM_SANDBOX__EVAL_TIME_S": "120",
-}
-
-
-def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
-         timeout: float = 300) -> subprocess.CompletedProcess:
-    res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                         env={**os.environ, "COLUMNS": "400", **(env or {})})
-    assert res.returncode == 0, f"{' '.join(argv)}\n{res.stdout}\n{res.stderr}"
-    return res
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-          "-w", str(out), str(ROOT)], cwd=out)
-    (built,) = out.glob("prism_challenge-*.whl")
-    return built
-
 
 @pytest.fixture(scope="module")
 def installed(wheel, tmp_path_factory) -> Path:
@@ -85,7 +50,7 @@ def test_wheel_carries_manifests_and_examples(wheel):
     assert not any("__pycache__" in n for n in names)
 
 
-@pytest.mark.timeout(600)  # four fresh `prism` processes; slow only on a loaded machine
+@pytest.mark.timeout(600)  # fresh `prism` processes; slow only on a loaded machine
 def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path):
     prism = str(installed / "bin" / "prism")
     where = _run([str(installed / "bin" / "python"), "-c",
@@ -110,8 +75,5 @@ def test_installed_wheel_runs_the_miner_loop_outside_a_clone(installed, tmp_path
     _run([prism, "examples", "copy", "baseline", "mine"], cwd=tmp_path)
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [
         "architecture.py", "prism.toml", "training.py"]
-
-    env = {**TINY, "PRISM_DATA__ROOT": "data"}
-    check = _run([prism, "check", "mine"], cwd=tmp_path, env=env)
-    assert "PASS" in check.stdout
-    assert "smoke run of 64 rows" in check.stdout and "64/64 rows consumed" in check.stdout
+    # `prism check` and `prism eval` of the copied example run from an installed wheel in
+    # test_miner_install.py, in an environment that holds the [miner] extra only.
