@@ -55,13 +55,14 @@ from prism_challenge.sandbox.record import (
     TelemetryPoint,
 )
 from prism_challenge.sandbox.replay import (
+    DrawnPlan,
     PositionTally,
     ReplayRecord,
     choose_checks,
     compare_batches,
     compare_probes,
     compare_snapshots,
-    plan_rng,
+    draw_plan,
     probe_seconds,
     snapshot_tasks,
 )
@@ -492,8 +493,10 @@ class Runner:
 
     # ---- contender replay ------------------------------------------------------------------
     def replay(self, files: Mapping[str, bytes], record: RunRecord, run_dir: Path,
-               *, cancel: threading.Event | None = None) -> ReplayRecord:
-        """Re-run a scored run with checks drawn now; raises `Cancelled` on shutdown."""
+               *, cancel: threading.Event | None = None, plan: DrawnPlan | None = None
+               ) -> ReplayRecord:
+        """Re-run a scored run with the checks of `plan` (the verification's stored draw;
+        drawn now when None); raises `Cancelled` on shutdown."""
         cancel = cancel or threading.Event()
         if (not record.sample_secret or not record.keep_rate
                 or record.lanes != self.settings.challenge.stream_lanes):
@@ -504,7 +507,7 @@ class Runner:
         paths.create(files)
         name = f"prism-{record.digest[:12]}-replay"
         secret = bytes.fromhex(record.sample_secret)
-        checks = choose_checks(record, plan_rng(secret), snapshots=v.snapshot_steps)
+        checks = choose_checks(record, plan or draw_plan(record, snapshots=v.snapshot_steps))
         plan = self._feeder_plan(secret)
         plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
                                    keep_rate=record.keep_rate)

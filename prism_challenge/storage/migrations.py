@@ -44,9 +44,15 @@ def _v5_peer_measurements(conn: Connection) -> None:
     AgreementPeer.__table__.create(conn, checkfirst=True)
 
 
+def _v6_verification_plan(conn: Connection) -> None:
+    """A replay's plan is drawn once and stored with its verification (reused on retry)."""
+    if "plan" not in {c["name"] for c in inspect(conn).get_columns("verifications")}:
+        conn.execute(text("ALTER TABLE verifications ADD COLUMN plan JSON"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
-    _v5_peer_measurements,
+    _v5_peer_measurements, _v6_verification_plan,
 ]
 LATEST = len(MIGRATIONS)
 
