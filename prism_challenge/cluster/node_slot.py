@@ -81,6 +81,8 @@ class NodeSlot:
         self.gpus: tuple[GpuInfo, ...] = tuple(discover_gpus(gpu_ids)) if gpu_ids else ()
         self.backend = make_backend(self.settings.sandbox.backend,
                                     docker_image=self.settings.sandbox.docker_image)
+        self.health = HealthCheck(self.settings, self.backend,
+                                  Path(self.settings.validator.work_dir) / "health")
         self._cancel = threading.Event()
         self.runner: Runner | None = None
         self.refused: str | None = None
@@ -98,9 +100,7 @@ class NodeSlot:
                     "node (same MANIFEST sha256) — nothing is run here until then")
             slot = Slot(self.index, self.gpus, ())
             if self.gpus:  # a GPU slot must pass its health probe before it takes runs
-                health = HealthCheck(self.settings, self.backend,
-                                     Path(self.settings.validator.work_dir) / "health"
-                                     ).check(slot)
+                health = self.health.check(slot)
                 if not health.ok:
                     raise SlotRefused(f"node {self.node}: {slot.describe()} failed its health "
                                       f"probe: {health.reason}")
@@ -177,9 +177,7 @@ class NodeSlot:
             self.runner = None
             self.refused = f"node {self.node}: the kernel logged {xids[0].evidence}"
             return xids[0].evidence
-        health = HealthCheck(self.settings, self.backend,
-                             Path(self.settings.validator.work_dir) / "health"
-                             ).check(Slot(self.index, self.gpus, ()))
+        health = self.health.check(Slot(self.index, self.gpus, ()))
         if health.ok:
             return None
         self.runner = None

@@ -73,6 +73,9 @@ class ReplayRecord(Model):
     probes: CheckedPositions = CheckedPositions()
     snapshots: CheckedPositions = CheckedPositions()
     missing: list[str] = []
+    # the original run's notes of model state kept outside parameters and buffers: a
+    # snapshot restores only the state_dict, so such a run's checks are likely to disagree
+    state_outside: list[str] = Field([], max_length=8)
     train_s: float = Field(0.0, ge=0)
     eval_s: float = Field(0.0, ge=0)
     probe_s: float = Field(0.0, ge=0)  # estimated time the in-process probes added

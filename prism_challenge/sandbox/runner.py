@@ -325,7 +325,8 @@ class Runner:
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
-        server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size)
+        server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size,
+                            scratch=paths.eval_scratch)
         try:
             result = self.backend.run(self._eval_spec(paths, name),
                                       stop_at=lambda: 0.0 if cancel.is_set() else None)
@@ -552,6 +553,7 @@ class Runner:
             diverged=feeder.state.diverged, probe_steps=sorted(checks.probe_steps),
             snapshot_steps=sorted(checks.snapshot_steps), last_step=checks.last_step,
             probes=probes.result(), snapshots=snapshots.result(), missing=missing[:20],
+            state_outside=list(record.axes.state_outside) if record.axes else [],
             train_s=round(train_s, 3), eval_s=round(eval_s, 3),
             probe_s=round(probe_seconds(served), 3),
             **compare_batches(record, served, v.batch_rel_tol),
