@@ -7,6 +7,7 @@ training: a non-contender pays (train + eval) / train, a contender also pays the
 Then the validator's peak resident memory while a run floods `ctx.log`, against a plain run.
 
     .venv/bin/python benchmarks/verification_cost.py [--steps 144 --batch 16 --seq-len 128]
+        [--deadline-s 1200]
 
 Start-up and evaluation are fixed costs, so the multiples fall as training grows: a real run
 trains for many minutes, so `--steps 1200` is nearer what a validator pays than the default.
@@ -60,6 +61,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--bundle", type=Path, default=ROOT / "examples" / "baseline")
+    parser.add_argument("--deadline-s", type=float, default=1200.0,
+                        help="the run's deadline; raise it on a loaded machine")
     args = parser.parse_args()
 
     from fixture_bundles import bundle
@@ -81,7 +84,7 @@ def main() -> None:
     rows = args.steps * args.batch
     settings = Settings(
         challenge={"seq_len": args.seq_len, "token_budget": rows * args.seq_len,
-                   "deadline_s": 1200.0},
+                   "deadline_s": args.deadline_s},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
     )
     runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")

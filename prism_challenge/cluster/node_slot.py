@@ -6,6 +6,11 @@ code. A slot refuses to run anything while the node's prepared data is not the h
 version (the MANIFEST sha): a score on other data would be silently wrong. A bundle arrives
 as its wire bytes with the head's digest and is refused unless they agree. The node never
 writes the store: it returns the record as JSON and the head decides.
+
+A run or replay that crashed or hung is blamed on the host exactly as a local slot's worker
+does it: only on the host's own evidence (a hardware Xid the kernel logged for the slot's
+GPUs during the job, or a health probe that fails right after it), never on text the sandbox
+printed. Such a slot then refuses jobs until the head's re-check passes.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import TypeVar
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
@@ -23,14 +29,17 @@ from prism_challenge.data.errors import DataIntegrityError
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.sandbox.backends import make_backend
 from prism_challenge.sandbox.devices import GpuInfo, discover_gpus, host_cpus
+from prism_challenge.sandbox.faults import BLAMEABLE, blamed, kernel_xids
 from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.replay import DrawnPlan, ReplayRecord
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.slots import Slot
 
 # A node names its own data root and work dir the way any PRISM setting is overridden.
 NODE_DATA_ROOT_ENV = "PRISM_DATA__ROOT"
 NODE_WORK_DIR_ENV = "PRISM_VALIDATOR__WORK_DIR"
+R = TypeVar("R", RunRecord, ReplayRecord)
 
 
 class SlotRefused(RuntimeError):
@@ -72,6 +81,8 @@ class NodeSlot:
         self.gpus: tuple[GpuInfo, ...] = tuple(discover_gpus(gpu_ids)) if gpu_ids else ()
         self.backend = make_backend(self.settings.sandbox.backend,
                                     docker_image=self.settings.sandbox.docker_image)
+        self.health = HealthCheck(self.settings, self.backend,
+                                  Path(self.settings.validator.work_dir) / "health")
         self._cancel = threading.Event()
         self.runner: Runner | None = None
         self.refused: str | None = None
@@ -89,9 +100,7 @@ class NodeSlot:
                     "node (same MANIFEST sha256) — nothing is run here until then")
             slot = Slot(self.index, self.gpus, ())
             if self.gpus:  # a GPU slot must pass its health probe before it takes runs
-                health = HealthCheck(self.settings, self.backend,
-                                     Path(self.settings.validator.work_dir) / "health"
-                                     ).check(slot)
+                health = self.health.check(slot)
                 if not health.ok:
                     raise SlotRefused(f"node {self.node}: {slot.describe()} failed its health "
                                       f"probe: {health.reason}")
@@ -128,19 +137,48 @@ class NodeSlot:
         run_dir = self._run_dir(digest)
         try:
             record = runner.run(bundle.files, digest, run_dir, cancel=self._cancel, **options)
+            record = self._blame_host(record, started)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         placement = record.placement.model_copy(update={"node": self.node})
         return {"record": record.model_copy(update={"placement": placement}).to_wire(),
                 "node_s": time.monotonic() - started}
 
-    def replay(self, wire: bytes, digest: str, record: dict) -> dict:
+    def replay(self, wire: bytes, digest: str, record: dict, plan: dict | None = None
+               ) -> dict:
+        """The replay record as JSON, checked with `plan` (the head's stored draw)."""
+        started = time.monotonic()
         runner = self._ready()
         bundle = arrived(wire, digest)
         run_dir = self._run_dir(digest)
+        drawn = None if plan is None else DrawnPlan.model_validate(plan)
         try:
             replay = runner.replay(bundle.files, RunRecord.model_validate(record), run_dir,
-                                   cancel=self._cancel)
+                                   cancel=self._cancel, plan=drawn)
+            replay = self._blame_host(replay, started)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         return replay.model_dump(mode="json")
+
+    def _blame_host(self, record: R, started: float) -> R:
+        if record.exit_reason not in BLAMEABLE:
+            return record
+        return blamed(record, self.host_evidence(started - 1.0))
+
+    def host_evidence(self, since_s: float) -> str | None:
+        """After a job that failed: did the host fail? Hardware Xids the kernel logged for
+        the slot's GPUs since `since_s` (CLOCK_MONOTONIC), else a failing health probe. Either
+        takes the slot out until the head's next `check` passes."""
+        if not self.gpus:
+            return None
+        xids = kernel_xids([g.bus_id for g in self.gpus if g.bus_id], since_s)
+        if xids:
+            self.runner = None
+            self.refused = f"node {self.node}: the kernel logged {xids[0].evidence}"
+            return xids[0].evidence
+        health = self.health.check(Slot(self.index, self.gpus, ()))
+        if health.ok:
+            return None
+        self.runner = None
+        self.refused = f"node {self.node}: its health probe failed after a job: {health.reason}"
+        return f"the slot's health probe failed after the run: {health.reason}"

@@ -39,7 +39,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import Manifest
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
+from prism_challenge.sandbox.replay import DrawnPlan, ReplayRecord
 from prism_challenge.sandbox.runner import Cancelled
 
 log = logging.getLogger("prism.validator")
@@ -77,8 +77,9 @@ class SlotActor:
     def run(self, wire_bytes: bytes, digest: str, options: dict) -> dict:
         return self.slot.run(wire_bytes, digest, **options)
 
-    def replay(self, wire_bytes: bytes, digest: str, record: dict) -> dict:
-        return self.slot.replay(wire_bytes, digest, record)
+    def replay(self, wire_bytes: bytes, digest: str, record: dict, plan: dict | None
+               ) -> dict:
+        return self.slot.replay(wire_bytes, digest, record, plan)
 
     def cancel(self) -> None:
         self.slot.cancel()
@@ -180,9 +181,12 @@ class RemoteSlot:
         return record
 
     def replay(self, files: Mapping[str, bytes], record: RunRecord, run_dir: Path,
-               *, cancel: threading.Event | None = None) -> ReplayRecord:
+               *, cancel: threading.Event | None = None, plan: DrawnPlan | None = None
+               ) -> ReplayRecord:
+        """`Runner.replay` on the node, with the plan the head stored."""
         raw = self._call("replay", wire.encode(files), record.digest,
-                         record.to_wire(), cancel=cancel)
+                         record.to_wire(),
+                         None if plan is None else plan.model_dump(mode="json"), cancel=cancel)
         return ReplayRecord.model_validate(raw)
 
     def _call(self, method: str, *args, cancel: threading.Event | None) -> dict:

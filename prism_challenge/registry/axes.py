@@ -115,9 +115,9 @@ class AxisReading(BaseModel):
 
 
 def _first_optimizer(m: MeasuredAxes):
-    """The optimiser that moved most of the model's parameters (first if a record is older
-    than that count)."""
-    return max(m.optimizers, key=lambda o: o.moved) if m.optimizers else None
+    """The optimiser whose steps moved the model's parameters furthest (then: that could
+    move the most elements; first seen if a record is older than both counts)."""
+    return max(m.optimizers, key=lambda o: (o.update, o.moved)) if m.optimizers else None
 
 
 # the harness's precision names (torch dtype names) -> the schema's arms

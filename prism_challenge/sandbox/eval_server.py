@@ -10,6 +10,8 @@ soon as their losses are known, so the host's memory stays bounded by one task.
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -45,12 +47,41 @@ class Answer:
     result: dict | None = None
 
 
-class EvalServer:
-    """Serves `tasks` in order over a Unix socket; answers land in `answers`."""
+# Models rebuilt from the final weights (or the forced-seed init) for every task they answer.
+FRESH_MODELS = ("trained", "twin")
 
-    def __init__(self, socket_path: Path, hello: dict, tasks: Iterator[Task], vocab_size: int
-                 ) -> None:
+
+def wipe(scratch: Path) -> None:
+    """Empty the eval sandbox's scratch (what the sandbox sees as /scratch) and recreate its
+    `tmp`: whatever the model wrote there, even read-only, is gone."""
+    def unlock(func, path, _exc) -> None:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        func(path)
+
+    for child in list(scratch.iterdir()) if scratch.is_dir() else []:
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, onerror=unlock)
+        else:
+            child.unlink(missing_ok=True)
+    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
+
+
+class EvalServer:
+    """Serves `tasks` in order over a Unix socket; answers land in `answers`.
+
+    With `scratch`, a task of a fresh model (the trained model, the twin) or of another
+    snapshot than the last task's is handed out only after the sandbox's /scratch was
+    emptied: each held-out task is answered from the final weights and nothing an earlier
+    task left on disk. Consecutive tasks of one snapshot keep it (a snapshot is re-trained
+    step by step, and a compiled one keeps its kernels there)."""
+
+    def __init__(self, socket_path: Path, hello: dict, tasks: Iterator[Task], vocab_size: int,
+                 scratch: Path | None = None) -> None:
         self.path = Path(socket_path)
+        self.scratch = scratch
+        self._last: tuple | None = None  # the model of the last task handed out
         self.hello = hello
         self.tasks = tasks
         self.vocab_size = vocab_size
@@ -99,6 +130,11 @@ class EvalServer:
                     return
                 self._served += 1
                 self._current = {self._served: task}
+                key = (task.model, task.snapshot)
+                if self.scratch is not None and (task.model in FRESH_MODELS
+                                                 or key != self._last):
+                    wipe(self.scratch)
+                self._last = key
                 protocol.send(conn, self._header(task), np.ascontiguousarray(
                     task.inputs, dtype="<i4").tobytes())
             elif op == "failed":

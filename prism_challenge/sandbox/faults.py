@@ -1,20 +1,15 @@
 """Which failures of a GPU run are the host's (infrastructure), not the miner's.
 
 A host fault is one the submission cannot cause and the slot's hardware or driver can: an
-uncorrectable ECC error, a GPU that fell off the bus, a driver/library mismatch, an NCCL
-system or internal error, an Xid the driver logs for hardware. Such a run is requeued on
-another slot and never charged to the miner.
+Xid the driver logs for hardware (ECC, row remapping, NVLink, a GPU off the bus, GSP), or a
+slot whose health probe fails right after the run. Such a run is requeued on another slot
+and never charged to the miner; a replay is retried with its stored plan.
 
-What stays the miner's even on a GPU: running out of GPU memory inside its own budget, a
-device-side assert, an illegal memory access or misaligned address (a kernel bug), and Xids
-that an application causes (13, 31, 43, 45). When one of those appears, the failure is the
-miner's whatever else the text says.
-
-Only the host's own evidence decides that a run failed on the host: `kernel_xids` (the
-kernel's log for the slot's GPUs) and the slot's health probe (`validator/rotation.py`).
-Text the sandbox printed is never evidence, since a model can print a driver error when it
-likes; `host_fault` only reads what such a text claims (a diagnosis to show), it does not
-make a run infrastructure.
+Only the host's own evidence decides: `kernel_xids` (the kernel's log for the slot's GPUs)
+and the slot's health probe, read by the local rotation (`validator/rotation.py`) and by a
+cluster node's slot (`cluster/node_slot.py`) alike, and applied by `blamed`. Text the
+sandbox printed is never evidence, since a model can print a driver error whenever it likes
+(for instance exactly when a replay's check lands on a step it tampered with).
 """
 
 from __future__ import annotations
@@ -24,52 +19,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-FaultKind = Literal["gpu", "driver", "nccl", "xid"]
+from pydantic import BaseModel
 
-# The run's own doing, checked first: any of these makes the failure the miner's.
-MINER_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
-    r"CUDA out of memory",
-    r"OutOfMemoryError",
-    r"CUDA error: out of memory",
-    r"Cuda failure 'out of memory'",
-    r"CUBLAS_STATUS_ALLOC_FAILED",
-    r"device-side assert triggered",
-    r"an illegal memory access was encountered",
-    r"misaligned address",
-    r"an illegal instruction was encountered",
-    r"ncclInvalidUsage",
-    r"ncclInvalidArgument",
-))
-
-# (kind, pattern): texts of cudaGetErrorString, NVML, nvidia-smi and NCCL for host faults.
-HOST_PATTERNS: tuple[tuple[FaultKind, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(p, re.IGNORECASE)) for kind, p in (
-        ("gpu", r"uncorrectable ECC error encountered"),
-        ("gpu", r"uncorrectable NVLink error"),
-        ("gpu", r"GPU is lost"),
-        ("gpu", r"(GPU )?has fallen off the bus"),
-        ("gpu", r"GPU requires reset"),
-        ("gpu", r"CUDA-capable device\(s\) is/are busy or unavailable"),
-        ("gpu", r"all CUDA-capable devices are busy or unavailable"),
-        ("gpu", r"no CUDA-capable device is detected"),
-        ("gpu", r"No CUDA GPUs are available"),
-        ("gpu", r"\bdevice (was )?lost\b"),
-        ("gpu", r"CUDA (driver )?error: unknown error"),
-        ("gpu", r"Cuda failure 'unknown error'"),
-        ("driver", r"CUDA driver version is insufficient for CUDA runtime version"),
-        ("driver", r"system has unsupported display driver / cuda driver combination"),
-        ("driver", r"CUDA error: system not yet initialized"),
-        ("driver", r"Error 80[234]: "),  # torch's cudaGetDeviceCount() failures
-        ("driver", r"Driver/library version mismatch"),
-        ("driver", r"couldn't communicate with the NVIDIA driver"),
-        ("driver", r"Failed to initialize NVML"),
-        ("nccl", r"ncclSystemError"),
-        ("nccl", r"ncclInternalError"),
-        ("nccl", r"unhandled system error"),
-        ("nccl", r"NCCL error.*internal error"),
-    ))
+FaultKind = Literal["xid"]
+# What a run or replay may end with that the host can have caused (else it is the miner's).
+BLAMEABLE = ("crash", "deadline")
+R = TypeVar("R", bound=BaseModel)
 
 XID = re.compile(r"NVRM: Xid \(PCI:(?P<bus>[0-9a-fA-F:.]+)\): (?P<code>\d+)\b")
 # Xids of hardware or the driver (ECC, row remapping, NVLink, bus, GSP, reset required).
@@ -84,24 +41,14 @@ class HostFault:
     evidence: str  # the line that shows it, trimmed
 
 
-def _line_of(text: str, start: int) -> str:
-    begin = text.rfind("\n", 0, start) + 1
-    end = text.find("\n", start)
-    return text[begin:end if end >= 0 else len(text)].strip()[:300]
-
-
-def host_fault(text: str) -> HostFault | None:
-    """The first sign of a host fault in a failed run's text, or None (the miner's)."""
-    if any(p.search(text) for p in MINER_PATTERNS):
-        return None
-    for match in XID.finditer(text):
-        if int(match.group("code")) in HOST_XIDS:
-            return HostFault("xid", _line_of(text, match.start()))
-    for kind, pattern in HOST_PATTERNS:
-        matches = list(pattern.finditer(text))
-        if matches:  # the last: a traceback's message comes after its source lines
-            return HostFault(kind, _line_of(text, matches[-1].start()))
-    return None
+def blamed(record: R, evidence: str | None) -> R:
+    """A run or replay record that ended in a crash or a hang while the host showed
+    `evidence` of a fault becomes `infra`, its detail naming the evidence; else unchanged."""
+    if evidence is None or record.exit_reason not in BLAMEABLE:
+        return record
+    detail = (f"host fault: {evidence}; the run ended with {record.exit_reason}: "
+              f"{record.exit_detail}")
+    return record.model_copy(update={"exit_reason": "infra", "exit_detail": detail[:4000]})
 
 
 def _same_bus(a: str, b: str) -> bool:

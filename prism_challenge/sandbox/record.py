@@ -79,6 +79,9 @@ class OptimizerAxis(Model):
     hparams: dict[str, float | int | bool | str | None | list[float]]
     steps: int = Field(0, ge=0)  # steps that could move a model parameter (0: older record)
     moved: int = Field(0, ge=0)  # model parameter elements those steps could move, summed
+    # how far those steps moved them: L1 norm of each step's change, summed (estimated from
+    # elements drawn at every step; 0: older record)
+    update: float = Field(0.0, ge=0)
 
 
 class MeasuredAxes(Model):
@@ -89,7 +92,7 @@ class MeasuredAxes(Model):
     state_count: int | None = Field(None, ge=0)
     layer_count: int = Field(ge=0)
     module_census: dict[str, int]
-    optimizers: list[OptimizerAxis] = []  # most parameter elements moved first
+    optimizers: list[OptimizerAxis] = []  # the furthest-moving first
     batch_size: int | None = None  # rows per scored step (row-weighted median, the feeder's)
     precision: str = "fp32"  # of the iterator that produced most scored rows
     compile: bool = False  # most scored rows came from a compiled forward

@@ -15,9 +15,8 @@ positions would be checked, because that was decided after it had reported them.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
+import secrets
 
 import numpy as np
 from pydantic import Field
@@ -75,6 +74,9 @@ class ReplayRecord(Model):
     probes: CheckedPositions = CheckedPositions()
     snapshots: CheckedPositions = CheckedPositions()
     missing: list[str] = []
+    # the original run's notes of model state kept outside parameters and buffers: a
+    # snapshot restores only the state_dict, so such a run's checks are likely to disagree
+    state_outside: list[str] = Field([], max_length=8)
     train_s: float = Field(0.0, ge=0)
     eval_s: float = Field(0.0, ge=0)
     probe_s: float = Field(0.0, ge=0)  # estimated time the in-process probes added
@@ -82,27 +84,43 @@ class ReplayRecord(Model):
     incomparable: str | None = None
 
 
-def plan_rng(secret: bytes) -> np.random.Generator:
-    """The replay plan's draw, keyed by the run's secret: drawn once, the same on every
-    retry on any node, so a replay cut short (by the host or by the model faking a host
-    fault) and run again meets the same checks; nothing to re-roll."""
-    key = hmac.new(secret, b"replay-plan", hashlib.sha256).digest()
-    return np.random.default_rng(int.from_bytes(key[:16], "little"))
+class DrawnPlan(Model):
+    """What a replay's plan draws: which steps holding a kept position are snapshotted
+    (every other such step is probed, which the record fixes). Drawn once from fresh
+    randomness on the first attempt and stored with the verification; every retry reuses
+    it, so a replay cut short (by the host, or by a model faking a host fault) meets the
+    same checks again: nothing to re-roll, and nothing a later key could re-derive."""
+
+    snapshot_steps: list[int]
 
 
-def choose_checks(record: RunRecord, rng: np.random.Generator, *, snapshots: int
-                  ) -> ReplayPlan:
-    """Every step that holds a kept position is checked: `snapshots` of them (drawn now)
-    are snapshotted, every other one is probed. Positions were kept with one fixed chance
-    each, so the checks per token do not depend on how the miner cut its steps."""
+def _held_steps(record: RunRecord) -> list[int]:
     cols = record.columns
-    original = RowsAndNats(cols)
-    held = np.unique(cols.step[cols.held()]).tolist()
-    if not held:
-        return ReplayPlan(original, frozenset(), frozenset())
-    snaps = frozenset(int(s) for s in rng.choice(held, size=min(snapshots, len(held)),
-                                                  replace=False))
-    return ReplayPlan(original, frozenset(held) - snaps, snaps)
+    return [int(s) for s in np.unique(cols.step[cols.held()])]
+
+
+def draw_plan(record: RunRecord, *, snapshots: int,
+              rng: np.random.Generator | None = None) -> DrawnPlan:
+    """Draw `snapshots` of the steps holding a kept position (fresh randomness unless
+    `rng` is given)."""
+    held = _held_steps(record)
+    rng = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    chosen = rng.choice(held, size=min(snapshots, len(held)), replace=False) if held else []
+    return DrawnPlan(snapshot_steps=sorted(int(s) for s in chosen))
+
+
+def choose_checks(record: RunRecord, drawn: DrawnPlan) -> ReplayPlan:
+    """Every step that holds a kept position is checked: the drawn ones are snapshotted,
+    every other one is probed. Positions were kept with one fixed chance each, so the
+    checks per token do not depend on how the miner cut its steps."""
+    original = RowsAndNats(record.columns)
+    held = frozenset(_held_steps(record))
+    snaps = frozenset(drawn.snapshot_steps)
+    if not snaps <= held:
+        raise ValueError(f"the stored replay plan snapshots steps {sorted(snaps - held)[:5]} "
+                         "that hold no kept position of this record; it belongs to another "
+                         "run")
+    return ReplayPlan(original, held - snaps, snaps)
 
 
 class PositionTally:

@@ -64,13 +64,14 @@ from prism_challenge.sandbox.record import (
     output_tail,
 )
 from prism_challenge.sandbox.replay import (
+    DrawnPlan,
     PositionTally,
     ReplayRecord,
     choose_checks,
     compare_batches,
     compare_probes,
     compare_snapshots,
-    plan_rng,
+    draw_plan,
     probe_seconds,
     snapshot_tasks,
 )
@@ -339,7 +340,8 @@ class Runner:
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
-        server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size)
+        server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size,
+                            scratch=paths.eval_scratch)
 
         def stop_at() -> float | None:
             self.on_progress(_eval_progress(phase, list(server.answers), positions))
@@ -525,8 +527,10 @@ class Runner:
 
     # ---- contender replay ------------------------------------------------------------------
     def replay(self, files: Mapping[str, bytes], record: RunRecord, run_dir: Path,
-               *, cancel: threading.Event | None = None) -> ReplayRecord:
-        """Re-run a scored run with checks drawn now; raises `Cancelled` on shutdown."""
+               *, cancel: threading.Event | None = None, plan: DrawnPlan | None = None
+               ) -> ReplayRecord:
+        """Re-run a scored run with the checks of `plan` (the verification's stored draw;
+        drawn now when None); raises `Cancelled` on shutdown."""
         cancel = cancel or threading.Event()
         if (not record.sample_secret or not record.keep_rate
                 or record.lanes != self.settings.challenge.stream_lanes):
@@ -543,7 +547,7 @@ class Runner:
         paths.create(files)
         name = f"prism-{record.digest[:12]}-replay"
         secret = bytes.fromhex(record.sample_secret)
-        checks = choose_checks(record, plan_rng(secret), snapshots=v.snapshot_steps)
+        checks = choose_checks(record, plan or draw_plan(record, snapshots=v.snapshot_steps))
         checks = dataclasses.replace(checks, stack=record.stack)
         plan = self._feeder_plan(secret)
         plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
@@ -596,6 +600,7 @@ class Runner:
             diverged=feeder.state.diverged, probe_steps=sorted(checks.probe_steps),
             snapshot_steps=sorted(checks.snapshot_steps), last_step=checks.last_step,
             probes=probes.result(), snapshots=snapshots.result(), missing=missing[:20],
+            state_outside=list(record.axes.state_outside) if record.axes else [],
             train_s=round(train_s, 3), eval_s=round(eval_s, 3),
             probe_s=round(probe_seconds(served), 3),
             **compare_batches(record, served, v.batch_rel_tol),

@@ -4,8 +4,10 @@ A pure function of the replay record and the settings. A run passes only if its 
 reproduced it (every batch's loss, the same batch sizes, every check step reached) and the
 positions re-predicted without their targets agree with what the original run reported,
 both in the harness of the replay and, from snapshots, in the eval sandbox where the host
-computes the losses itself. Each failing rule gives a reason starting with its name. A
-replay on another stack (sandbox/stack.py) judges nothing: it is "not comparable".
+computes the losses itself. Each failing rule gives a reason starting with its name; when
+the original run kept model state outside its parameters and buffers, a failed verdict ends
+with a `state:` reason naming it, the likely cause. A replay on another stack
+(sandbox/stack.py) judges nothing: it is "not comparable".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from prism_challenge.config.settings import VerificationSettings
+from prism_challenge.sandbox.harness.state_contract import ADVICE
 from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord
 
 
@@ -74,4 +77,14 @@ def verdict(replay: ReplayRecord, settings: VerificationSettings) -> Verdict:
     reasons += _allowance(replay, settings)
     reasons += _mean("probe", replay.probes, settings)
     reasons += _mean("snapshot", replay.snapshots, settings)
+    if reasons and replay.state_outside:
+        reasons.append(_state_note(replay.state_outside))
     return Verdict(passed=not reasons, reasons=reasons)
+
+
+def _state_note(notes: list[str]) -> str:
+    """Why an honest run may fail its replay: state the checks cannot restore."""
+    more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
+    return (f"state: the likely cause: the model keeps state outside its parameters and "
+            f"buffers ({notes[0]}{more}), which a snapshot does not restore and a replay "
+            f"need not reproduce; {ADVICE}")

@@ -47,9 +47,10 @@ def _v5_peer_measurements(conn: Connection) -> None:
     AgreementPeer.__table__.create(conn, checkfirst=True)
 
 
-def _v6_reserved(conn: Connection) -> None:
-    """Reserved: v6 is the replay plans' step, written on another branch; a merge puts that
-    step here. Nothing to do for the agreement tables (v7)."""
+def _v6_verification_plan(conn: Connection) -> None:
+    """A replay's plan is drawn once and stored with its verification (reused on retry)."""
+    if "plan" not in {c["name"] for c in inspect(conn).get_columns("verifications")}:
+        conn.execute(text("ALTER TABLE verifications ADD COLUMN plan JSON"))
 
 
 def _v7_relay_and_equivocations(conn: Connection) -> None:
@@ -88,7 +89,8 @@ def _v8_record_steps(conn: Connection) -> None:
 
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
-    _v5_peer_measurements, _v6_reserved, _v7_relay_and_equivocations, _v8_record_steps,
+    _v5_peer_measurements, _v6_verification_plan, _v7_relay_and_equivocations,
+    _v8_record_steps,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -101,7 +101,8 @@ class Verification(Base):
 
     A submission gets at most one; only a passed one may take the lead. `replay` holds the
     replay record and `reason` why it failed; `attempts` counts replays the validator's own
-    side could not finish.
+    side could not finish. `plan` is the replay plan drawn on the first attempt (which steps
+    are snapshotted): every retry reuses it, so a replay cut short never meets new checks.
     """
 
     __tablename__ = "verifications"
@@ -111,6 +112,7 @@ class Verification(Base):
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     reason: Mapped[str | None] = mapped_column(Text)
     replay: Mapped[dict | None] = mapped_column(JSON)
+    plan: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     updated_at: Mapped[float] = mapped_column(Float, nullable=False)
 

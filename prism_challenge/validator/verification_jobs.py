@@ -10,11 +10,13 @@ validator's own side cannot finish is retried `max_attempts` times.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from prism_challenge.config.settings import Settings
+from prism_challenge.sandbox.replay import DrawnPlan
 from prism_challenge.scoring.leaderboard import Entry, contenders
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage import Store, serialize_on
@@ -73,6 +75,19 @@ def claim(store: Store) -> int | None:
             if done.rowcount == 1:
                 return sid
     return None
+
+
+def replay_plan(session: Session, sid: int, draw: Callable[[], DrawnPlan]) -> DrawnPlan:
+    """The verification's replay plan: the stored one, or `draw()` stored now (committed
+    with the session, before the replay starts). A retry never redraws."""
+    row = session.get(Verification, sid)
+    if row is None:
+        raise ValueError(f"submission {sid} has no verification")
+    if row.plan is not None:
+        return DrawnPlan.model_validate(row.plan)
+    plan = draw()
+    row.plan = plan.model_dump(mode="json")
+    return plan
 
 
 def finish(session: Session, sid: int, *, passed: bool, reason: str | None, replay: dict,

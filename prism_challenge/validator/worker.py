@@ -28,9 +28,10 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.early_stop import EarlyStopPlan
+from prism_challenge.sandbox.faults import BLAMEABLE, blamed
 from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
+from prism_challenge.sandbox.replay import ReplayRecord, draw_plan
 from prism_challenge.sandbox.runner import Cancelled, Runner
 from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
@@ -131,12 +132,16 @@ class EvaluationWorker:
             rec = s.scalars(select(RunRecordRow).where(RunRecordRow.submission_id == sid)
                             .order_by(RunRecordRow.attempt.desc())).first()
             record = RunRecord.stored(rec)
+            plan = verification_jobs.replay_plan(
+                s, sid, lambda: draw_plan(record,
+                                          snapshots=self.settings.verification.snapshot_steps))
         run_dir = self.work_dir / f"{sid}-replay"
         log.info("submission %s: contender replay", sid)
         started = time.monotonic()
         try:
             with self._lease():
-                replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel)
+                replay = self.runner.replay(bundle.files, record, run_dir, cancel=self.cancel,
+                                            plan=plan)
                 # infra only on the host's evidence; a retry meets the same plan anyway
                 replay = self._blame_host(replay, started)
             result = verdict(replay, self.settings.verification)
@@ -208,14 +213,9 @@ class EvaluationWorker:
         """A crash or a hang (of a run or a replay) on a slot whose GPUs logged a hardware
         Xid meanwhile, or whose probe now fails, was the host's: it becomes infra. Nothing
         the sandbox printed counts."""
-        if self.rotation is None or record.exit_reason not in ("crash", "deadline"):
+        if self.rotation is None or record.exit_reason not in BLAMEABLE:
             return record
-        evidence = self.rotation.host_evidence(self.slot, started - 1.0)
-        if evidence is None:
-            return record
-        detail = f"host fault: {evidence}; the run ended with {record.exit_reason}: " \
-                 f"{record.exit_detail}"
-        return record.model_copy(update={"exit_reason": "infra", "exit_detail": detail[:4000]})
+        return blamed(record, self.rotation.host_evidence(self.slot, started - 1.0))
 
     def _infra(self, s, sid: int, detail: str) -> None:
         """The run failed on the host's side: retry it on another slot, never charge it."""

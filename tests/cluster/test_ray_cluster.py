@@ -285,7 +285,9 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_sto
     with store.session() as s:
         row = s.get(Submission, sid)
         assert (row.status, row.attempts) == ("scored", 2)
-        assert s.get(Verification, sid).status == "passed"
+        verification = s.get(Verification, sid)
+        assert verification.status == "passed"  # with the plan the head stored, on the node
+        assert verification.replay["snapshot_steps"] == verification.plan["snapshot_steps"]
         assert s.get(Submission, hopeless).status == "scored"
         assert s.get(Score, hopeless).detail["censored"]
         assert s.get(Verification, hopeless) is None  # censored: never a contender

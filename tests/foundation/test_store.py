@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 
 from prism_challenge.storage import Status, Store, transition
 from prism_challenge.storage.migrations import LATEST, SchemaTooNew
-from prism_challenge.storage.tables import Submission
+from prism_challenge.storage.tables import Submission, Verification
 
 N_PER_WRITER = 150
 
@@ -132,6 +132,29 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         assert s.scalar(text("select count(*) from signed_pages")) == 0
         assert s.scalar(text("select count(*) from equivocations")) == 0
         assert s.scalar(text("select count(steps) from run_records")) == 0
+    store.close()
+
+
+def test_a_v5_store_gains_the_verifications_replay_plan_and_keeps_its_rows(store_url):
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(Submission(digest="b" * 64, hotkey="h", status="scored", accepted_at=0.0,
+                         updated_at=0.0, block=3, bundle=b"x"))
+        s.flush()
+        s.add(Verification(submission_id=s.scalars(select(Submission.id)).one(),
+                           status="queued", attempts=1, created_at=0.0, updated_at=0.0))
+    with store.engine.begin() as conn:
+        conn.execute(text("alter table verifications drop column plan"))
+        conn.execute(text("update schema_version set version = 5"))
+    store.close()
+    store = Store(store_url)
+    with store.session() as s:
+        assert s.scalar(text("select version from schema_version")) == LATEST
+        row = s.scalars(select(Verification)).one()
+        assert (row.status, row.attempts, row.plan) == ("queued", 1, None)
+        row.plan = {"snapshot_steps": [4, 7]}
+    with store.session() as s:
+        assert s.scalars(select(Verification)).one().plan == {"snapshot_steps": [4, 7]}
     store.close()
 
 

@@ -71,14 +71,48 @@ def test_a_decoy_optimiser_stepped_first_is_not_recorded():
     assert entry["steps"] == 3 and entry["moved"] == 3 * 20
 
 
-def test_optimisers_rank_by_the_parameter_elements_they_moved():
+def test_optimisers_rank_by_how_far_they_moved_the_parameters():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
-    small = torch.optim.SGD(model[1].parameters(), lr=0.1)  # 5 elements, stepped first
-    big = torch.optim.AdamW(model[0].parameters(), lr=1e-3)  # 20 elements
+    small = torch.optim.SGD(model[1].parameters(), lr=1e-3)  # 5 elements, stepped first
+    big = torch.optim.AdamW(model[0].parameters(), lr=1e-1)  # 20 elements
     with OptimizerWatch(model) as watch:
         _steps(model, small, big, n=2)
-    assert [(e["cls"], e["steps"], e["moved"]) for e in watch.optimizers()] == [
+    ranked = watch.optimizers()
+    assert [(e["cls"], e["steps"], e["moved"]) for e in ranked] == [
         ("AdamW", 2, 40), ("SGD", 2, 10)]
+    # AdamW's first steps move each element by about its lr: 2 steps x 20 elements x 0.1
+    assert 2.0 < ranked[0]["update"] < 6.0 and 0 < ranked[1]["update"] < 0.1
+
+
+class Muon(torch.optim.SGD):
+    """A decoy named like a fashionable optimiser: it steps and changes nothing."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        return None
+
+
+def test_a_decoy_built_and_stepped_first_on_the_same_parameters_does_not_take_the_axis():
+    """Decoys constructed before the real optimiser and stepped before it on every step,
+    over the very same parameters: one with a tiny lr, one that moves nothing at lr 0.5.
+    Each could move as many elements as the real one; only AdamW moved them."""
+    from prism_challenge.registry.axes import _first_optimizer
+    from prism_challenge.sandbox.record import MeasuredAxes, OptimizerAxis
+
+    model = torch.nn.Linear(4, 4)
+    tiny = torch.optim.SGD(model.parameters(), lr=1e-9)
+    muon = Muon(model.parameters(), lr=0.5)
+    real = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    with OptimizerWatch(model) as watch:
+        _steps(model, tiny, muon, real, n=4)
+    ranked = watch.optimizers()
+    assert [(e["cls"], e["moved"]) for e in ranked] == [("AdamW", 80), ("SGD", 80),
+                                                        ("Muon", 80)]
+    assert ranked[0]["hparams"]["lr"] == 3e-3 and ranked[0]["update"] > 0.05
+    assert ranked[1]["update"] < 1e-6 and ranked[2]["update"] == 0.0
+    axes = MeasuredAxes.model_construct(  # the registry does not trust the record's order
+        optimizers=[OptimizerAxis.model_validate(e) for e in ranked[::-1]])
+    assert _first_optimizer(axes).cls == "AdamW"
 
 
 def test_a_step_without_gradients_moves_nothing():

@@ -38,4 +38,5 @@ def test_decoys_do_not_change_the_axes(run):
     assert [(o.cls, o.hparams["lr"], o.steps) for o in axes.optimizers] == [
         ("AdamW", 3e-3, 2 * STEPS)]
     assert axes.optimizers[0].moved == 2 * STEPS * axes.param_count
+    assert axes.optimizers[0].update > 0  # how far its steps moved the weights, measured
     assert (axes.batch_size, axes.precision, axes.compile) == (4, "fp32", False)

@@ -1,6 +1,7 @@
-"""A replay plan is drawn once (keyed by the run's secret, so every retry on any node meets
-the same checks), and a crash that prints a host fault is the miner's: only the host's own
-evidence (kernel Xids, a failing health probe) makes a run or a replay infrastructure."""
+"""A replay meets the plan it is given (the verification's stored draw, so every retry on any
+node meets the same checks), and a crash that prints a host fault is the miner's: only the
+host's own evidence (kernel Xids, a failing health probe) makes a run or a replay
+infrastructure."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from sandbox_kit import bundle, digest_of
 
 from prism_challenge.sandbox.backends.spec import SandboxResult
-from prism_challenge.sandbox.replay import choose_checks, plan_rng
+from prism_challenge.sandbox.replay import DrawnPlan, choose_checks, draw_plan
 from prism_challenge.sandbox.runner import _exit_of
 from prism_challenge.scoring.verification import verdict
 
@@ -20,16 +21,17 @@ def test_a_fake_host_fault_in_a_replay_neither_rerolls_nor_counts_as_infra(runne
     files = bundle("tiny")
     record = runner.run(files, digest_of(files), tmp_path / "run")
     assert record.exit_reason == "ok", record.exit_detail
-    secret = bytes.fromhex(record.sample_secret)
-    snaps = runner.settings.verification.snapshot_steps
-    first = choose_checks(record, plan_rng(secret), snapshots=snaps)
-    again = choose_checks(record, plan_rng(secret), snapshots=snaps)
-    assert (first.probe_steps, first.snapshot_steps) == (again.probe_steps, again.snapshot_steps)
+    drawn = draw_plan(record, snapshots=runner.settings.verification.snapshot_steps)
+    first = choose_checks(record, drawn)
     cols = record.columns
     held = set(cols.step[cols.held()].tolist())
     assert first.probe_steps | first.snapshot_steps == held  # every kept position is checked
+    assert first.snapshot_steps == set(drawn.snapshot_steps) and len(drawn.snapshot_steps) > 0
+    with pytest.raises(ValueError, match="belongs to another run"):
+        choose_checks(record, DrawnPlan(snapshot_steps=[max(held) + 1]))
     # the replay's model raises a driver's text on its third step
-    replay = runner.replay(bundle("fakefault", AT="3"), record, tmp_path / "replay")
+    replay = runner.replay(bundle("fakefault", AT="3"), record, tmp_path / "replay",
+                           plan=drawn)
     assert replay.exit_reason == "crash" and "ECC" in replay.exit_detail
     assert (set(replay.probe_steps), set(replay.snapshot_steps)) == (
         set(first.probe_steps), set(first.snapshot_steps))

@@ -194,7 +194,7 @@ def test_the_same_crash_text_without_host_evidence_is_the_miners(node):
 
 
 def test_the_miners_own_crash_is_charged_on_a_gpu_slot(node):
-    """(GPU out-of-memory inside the run stays the miner's too: see test_faults.)"""
+    """(GPU out-of-memory inside the run stays the miner's too: no host evidence.)"""
     n = node()
     sid = n.queue(_training("    raise ValueError('loss is nan')\n"), "d")
     assert n.workers[0].run_once() == sid

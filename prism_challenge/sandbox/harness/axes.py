@@ -13,7 +13,9 @@ changes nothing.
 from __future__ import annotations
 
 import collections
+import math
 import numbers
+import os
 
 
 def module_census(model) -> dict[str, int]:
@@ -89,39 +91,75 @@ class ForwardTally:
 MAX_TRACKED = 64  # optimisers followed; the record keeps the 8 that moved most
 
 
+SAMPLED = 64  # elements per parameter whose change a step's update is estimated from
+
+
 class OptimizerWatch:
     """Each optimiser that stepped the model's parameters: class, hyper-parameters (lr: its
-    peak), steps taken and parameter elements moved; `optimizers()` ranks by the latter."""
+    peak), steps taken, parameter elements those steps could move, and how far they actually
+    moved them (`update`: the L1 norm of each step's change, summed over steps, estimated
+    from elements drawn afresh at every step from a private generator). `optimizers()` ranks
+    by `update`: a decoy with a tiny lr that steps the same parameters moves them next to
+    nothing, whichever optimiser was built or stepped first."""
 
     def __init__(self, model=None) -> None:
         self.seen: dict[int, dict] = {}
-        self._handle = None
+        self._handles: list = []
         self._owned = None if model is None else {id(p) for p in model.parameters()}
+        self._pending: dict[int, list] = {}  # optimiser -> (flat param, drawn, before, scale)
+        self._gen = None
 
     def __enter__(self) -> OptimizerWatch:
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        import torch
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
-        self._handle = register_optimizer_step_pre_hook(self._hook)
+        self._gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
+        self._handles = [register_optimizer_step_pre_hook(self._hook),
+                         register_optimizer_step_post_hook(self._after)]
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._handle is not None:
-            self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _params(self, optimizer):
+        """(group, its model parameters with a gradient) for each group with a non-zero lr."""
+        for group in optimizer.param_groups:
+            if _is_zero(group.get("lr")):
+                continue
+            yield group, [p for p in group.get("params", ())
+                          if getattr(p, "grad", None) is not None
+                          and (self._owned is None or id(p) in self._owned)]
 
     def _moved(self, optimizer) -> tuple[int, dict]:
         """Elements of the model's parameters this step can move, and the largest such
         group (its hyper-parameters describe the optimiser)."""
         moved, main, main_n = 0, {}, -1
-        for group in optimizer.param_groups:
-            if _is_zero(group.get("lr")):
-                continue
-            n = sum(p.numel() for p in group.get("params", ())
-                    if getattr(p, "grad", None) is not None
-                    and (self._owned is None or id(p) in self._owned))
+        for group, params in self._params(optimizer):
+            n = sum(p.numel() for p in params)
             moved += n
             if n > main_n:
                 main, main_n = group, n
         return moved, main
+
+    def _sample(self, optimizer) -> list:
+        import torch
+
+        taken = []
+        for _, params in self._params(optimizer):
+            for p in params:
+                flat = p.detach().reshape(-1)
+                n = flat.numel()
+                if n == 0:
+                    continue
+                k = min(n, SAMPLED)
+                drawn = torch.randint(n, (k,), generator=self._gen).to(flat.device)
+                taken.append((flat, drawn, flat[drawn].float().clone(), n / k))
+        return taken
 
     def _hook(self, optimizer, args, kwargs) -> None:
         moved, group = self._moved(optimizer)
@@ -133,17 +171,40 @@ class OptimizerWatch:
                 return
             hparams = {k: _plain(v) for k, v in sorted(group.items()) if k != "params"}
             entry = self.seen[id(optimizer)] = {"cls": type(optimizer).__name__,
-                                                "hparams": hparams, "steps": 0, "moved": 0}
+                                                "hparams": hparams, "steps": 0, "moved": 0,
+                                                "update": 0.0}
         entry["steps"] += 1
         entry["moved"] += moved
         if isinstance(group.get("lr"), float | int) and isinstance(entry["hparams"].get("lr"),
                                                                       float):
             # `lr` is the peak over the run: a warm-up schedule starts far below its real lr.
             entry["hparams"]["lr"] = max(entry["hparams"]["lr"], float(group["lr"]))
+        try:
+            self._pending[id(optimizer)] = self._sample(optimizer)
+        except (RuntimeError, TypeError, ValueError):  # a parameter that cannot be indexed
+            self._pending.pop(id(optimizer), None)
+
+    def _after(self, optimizer, args, kwargs) -> None:
+        taken = self._pending.pop(id(optimizer), None)
+        entry = self.seen.get(id(optimizer))
+        if not taken or entry is None:
+            return
+        import torch
+
+        try:  # one device sync per step: the parameters' sums are added where they live
+            sums = [(flat[drawn].float() - before).abs().sum() * scale
+                    for flat, drawn, before, scale in taken]
+            total = float(sum(float(torch.stack([x for x in sums if x.device == d]).sum())
+                              for d in {x.device for x in sums}))
+        except (RuntimeError, TypeError, ValueError):
+            return
+        if math.isfinite(total):
+            entry["update"] += total
 
     def optimizers(self) -> list[dict]:
-        """Most parameter elements moved first (ties: first seen); at most 8."""
-        ranked = sorted(self.seen.values(), key=lambda e: -e["moved"])
+        """The optimisers that moved the parameters most first (then most elements they
+        could move; ties: first seen); at most 8."""
+        ranked = sorted(self.seen.values(), key=lambda e: (-e["update"], -e["moved"]))
         return ranked[:8]
 
 
