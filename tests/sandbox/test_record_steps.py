@@ -18,7 +18,7 @@ from sqlalchemy import select, text
 
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.sandbox.record import RecordError, RunRecord
-from prism_challenge.sandbox.replay import choose_checks, plan_rng
+from prism_challenge.sandbox.replay import DrawnPlan, choose_checks, draw_plan
 from prism_challenge.sandbox.steps import CURVE_BUCKETS, RowsAndNats, StepColumns, StepsError
 from prism_challenge.scoring import measures, score_record
 from prism_challenge.storage import Store
@@ -81,8 +81,11 @@ def test_the_replay_plan_and_its_lookups_are_those_of_the_per_step_dicts():
     original = {(b.step, b.rank): (b.rows, b.nats) for b in entries}
     held = sorted({b.step for b in entries if b.sample})
     assert 10 < len(held) < 500
-    plan = choose_checks(record, plan_rng(b"k" * 32), snapshots=4)
-    snaps = frozenset(int(s) for s in plan_rng(b"k" * 32).choice(held, size=4, replace=False))
+    drawn = draw_plan(record, snapshots=4, rng=np.random.default_rng(7))
+    snaps = frozenset(int(s) for s in np.random.default_rng(7).choice(held, size=4,
+                                                                      replace=False))
+    assert frozenset(drawn.snapshot_steps) == snaps
+    plan = choose_checks(record, DrawnPlan(snapshot_steps=sorted(snaps)))
     assert (plan.snapshot_steps, plan.probe_steps) == (snaps, frozenset(held) - snaps)
     lookup = RowsAndNats(record.columns)
     assert all(lookup.get(k) == v for k, v in original.items())
