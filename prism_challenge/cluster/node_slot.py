@@ -21,7 +21,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.data.errors import DataIntegrityError
 from prism_challenge.data.manifest import read_manifest
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.devices import GpuInfo, discover_gpus, host_cpus
 from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.record import RunRecord

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.isolation import (
     IsolationBackend,
     Limits,
     Mount,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.isolation import (
     GpuDevice,
     IsolationBackend,
     Limits,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends.spec import GpuDevice
+from prism_challenge.isolation.spec import GpuDevice
 from prism_challenge.sandbox.devices import GpuInfo
 
 

@@ -36,11 +36,11 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.isolation import make_backend
+from prism_challenge.isolation.cgroup import Cgroup
 from prism_challenge.metrics.cluster import ClusterCollector
 from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
-from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.backends.cgroup import Cgroup
 from prism_challenge.sandbox.devices import discover_gpus, host_cpus
 from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import score_record
 from prism_challenge.scoring.verification import verdict

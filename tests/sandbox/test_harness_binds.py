@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from prism_challenge.sandbox.backends.bubblewrap import (
+from prism_challenge.isolation.bubblewrap import (
     HARNESS_ROOT,
     BubblewrapBackend,
     _package_dir,
     harness_files,
 )
-from prism_challenge.sandbox.backends.spec import Limits, Mount, SandboxSpec, minimal_env
+from prism_challenge.isolation.spec import Limits, Mount, SandboxSpec, minimal_env
 
 PROBE = f"""
 import importlib, json, os

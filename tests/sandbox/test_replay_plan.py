@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sandbox_kit import bundle, digest_of
 
-from prism_challenge.sandbox.backends.spec import SandboxResult
+from prism_challenge.isolation.spec import SandboxResult
 from prism_challenge.sandbox.replay import choose_checks, plan_rng
 from prism_challenge.sandbox.runner import _exit_of
 from prism_challenge.scoring.verification import verdict

@@ -12,16 +12,16 @@ import pytest
 from gpu_kit import TOTAL_MIB, seeing_bundle, seen, uuid
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.isolation import (
     Limits,
     Mount,
     SandboxSpec,
     make_backend,
     minimal_env,
 )
-from prism_challenge.sandbox.backends import cgroup as cgroup_module
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend, DeviceNodeMissing
-from prism_challenge.sandbox.backends.docker import container_kwargs
+from prism_challenge.isolation import cgroup as cgroup_module
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend, DeviceNodeMissing
+from prism_challenge.isolation.docker import container_kwargs
 from prism_challenge.sandbox.devices import (
     DeviceError,
     GpuInfo,

@@ -15,7 +15,7 @@ from gpu_kit import TINY_BUNDLE, uuid
 from prism_challenge.api import ApiDeps
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.devices import discover_gpus
 from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner

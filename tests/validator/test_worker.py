@@ -12,7 +12,7 @@ from sqlalchemy import select
 from validator_kit import TINY
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord as Record
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard

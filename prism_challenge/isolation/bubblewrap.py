@@ -12,14 +12,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import (
+from prism_challenge.isolation.spec import (
     SANDBOX_USER,
     Mount,
     SandboxResult,
     SandboxSpec,
     StopAt,
 )
-from prism_challenge.sandbox.backends.supervise import supervise
+from prism_challenge.isolation.supervise import supervise
 
 NOBODY = "65534"
 # Name resolution inside the sandbox knows loopback only (torchrun rendezvous and gloo need
