@@ -59,7 +59,7 @@ def harness_files(package: Path) -> list[Path]:
     """
     # sampling.py: which kept positions a probe cuts together (the secret never enters)
     names = ["__init__.py", "sandbox/__init__.py", "sandbox/protocol.py",
-             "sandbox/health_probe.py", "sandbox/sampling.py"]
+             "hardware/__init__.py", "hardware/health_probe.py", "sandbox/sampling.py"]
     names += sorted(f"sandbox/harness/{p.name}" for p in (package / "sandbox/harness")
                     .glob("*.py"))
     return [package / n for n in names]

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from prism_challenge.config.settings import Settings
+from prism_challenge.hardware.devices import discover_gpus
+from prism_challenge.hardware.slots import Slot
 from prism_challenge.isolation import (
     GpuDevice,
     IsolationBackend,
@@ -35,7 +37,6 @@ from prism_challenge.isolation import (
     SandboxSpec,
     minimal_env,
 )
-from prism_challenge.sandbox.devices import discover_gpus
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
@@ -66,7 +67,6 @@ from prism_challenge.sandbox.replay import (
     snapshot_tasks,
 )
 from prism_challenge.sandbox.sampling import keep_rate
-from prism_challenge.sandbox.slots import Slot
 from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.sandbox.torch_support import check_torch
 

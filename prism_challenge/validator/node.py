@@ -36,15 +36,15 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.hardware.devices import discover_gpus, host_cpus
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import plan_slots
 from prism_challenge.isolation import make_backend
 from prism_challenge.isolation.cgroup import Cgroup
 from prism_challenge.metrics.cluster import ClusterCollector
 from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
-from prism_challenge.sandbox.devices import discover_gpus, host_cpus
-from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
-from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage import Store
 from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.app import create_app

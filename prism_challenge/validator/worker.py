@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
+from prism_challenge.hardware.slots import Slot
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.early_stop import EarlyStopPlan
@@ -32,7 +33,6 @@ from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Cancelled, Runner
-from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
 from prism_challenge.scoring.early_stop import leader_to_beat
 from prism_challenge.scoring.verification import verdict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism_challenge.sandbox.faults import host_fault, kernel_xids
+from prism_challenge.hardware.faults import host_fault, kernel_xids
 
 CUDA_TAIL = ("CUDA kernel errors might be asynchronously reported at some other API call, so "
              "the stacktrace below might be incorrect.\nFor debugging consider passing "
