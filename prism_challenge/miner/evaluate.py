@@ -26,9 +26,9 @@ from prism_challenge.miner.sandbox_run import replay_in_sandbox, run_in_sandbox
 from prism_challenge.registry import DEFAULT_AXES
 from prism_challenge.registry.axes import AxisReading, read_axes
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.scoring import ScoreResult, score_record
-from prism_challenge.scoring.verification import Verdict, verdict
+from prism_challenge.verification.replay import ReplayRecord
+from prism_challenge.verification.verdict import Verdict, verdict
 
 RECORD_FILE = "record.json"
 REPLAY_FILE = "replay.json"

@@ -55,7 +55,10 @@ from prism_challenge.sandbox.record import (
     RunRecord,
     TelemetryPoint,
 )
-from prism_challenge.sandbox.replay import (
+from prism_challenge.sandbox.sampling import keep_rate
+from prism_challenge.sandbox.stream_order import LaneOrder
+from prism_challenge.sandbox.torch_support import check_torch
+from prism_challenge.verification.replay import (
     PositionTally,
     ReplayRecord,
     choose_checks,
@@ -66,9 +69,6 @@ from prism_challenge.sandbox.replay import (
     probe_seconds,
     snapshot_tasks,
 )
-from prism_challenge.sandbox.sampling import keep_rate
-from prism_challenge.sandbox.stream_order import LaneOrder
-from prism_challenge.sandbox.torch_support import check_torch
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
                  "output": "output", "cancelled": "infra", "host_memory": "infra"}

@@ -46,7 +46,6 @@ from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.storage import Store
-from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.app import create_app
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
@@ -54,6 +53,7 @@ from prism_challenge.validator.rotation import Rotation
 from prism_challenge.validator.slot_metrics import SlotCollector
 from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
 from prism_challenge.weights.chain import WeightSetter
 
 log = logging.getLogger("prism.validator")

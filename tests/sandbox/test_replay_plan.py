@@ -9,9 +9,9 @@ import pytest
 from sandbox_kit import bundle, digest_of
 
 from prism_challenge.isolation.spec import SandboxResult
-from prism_challenge.sandbox.replay import choose_checks, plan_rng
 from prism_challenge.sandbox.runner import _exit_of
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.replay import choose_checks, plan_rng
+from prism_challenge.verification.verdict import verdict
 
 ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 

@@ -18,9 +18,9 @@ from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard
 from prism_challenge.storage import IllegalTransition, Status, transition
 from prism_challenge.storage.tables import RunRecord, Score, Submission, Verification
-from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.recovery import SHUTDOWN_REASON, resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
 
 
 def _settings(tmp_path, **validator) -> Settings:

@@ -14,7 +14,7 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from prism_challenge.config.settings import VerificationSettings
-from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord
+from prism_challenge.verification.replay import CheckedPositions, ReplayRecord
 
 
 class Verdict(BaseModel):
