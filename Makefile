@@ -46,8 +46,10 @@ lock-upgrade:
 demo: setup
 	$(VENV)/bin/prism demo
 
+# ruff, then the import layers (pyproject.toml [tool.importlinter]; docs/architecture.md).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # One pytest worker per core (up to 4): a sandboxed run is one busy process at a time, and
 # work-stealing keeps both cores busy to the end. TEST_WORKERS=0 runs in this process.

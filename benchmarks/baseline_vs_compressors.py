@@ -35,7 +35,7 @@ import numpy as np
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.data import TokenStream, load_tokenizer
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.scoring import score_record

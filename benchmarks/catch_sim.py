@@ -21,10 +21,10 @@ import numpy as np
 
 from prism_challenge.config.settings import VerificationSettings
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord, choose_checks
 from prism_challenge.sandbox.sampling import keep_rate, kept_counts
 from prism_challenge.sandbox.steps import StepColumns
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.replay import CheckedPositions, ReplayRecord, choose_checks
+from prism_challenge.verification.verdict import verdict
 
 SCHEDULES = ("uniform", "bigstep", "mixed")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "chain"))
-sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+sys.path.insert(0, str(ROOT / "tests" / "intake"))
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     import tempfile
 
     import bittensor
-    from conftest import make_wallet  # tests/submissions: a real keyfile wallet
+    from conftest import make_wallet  # tests/intake: a real keyfile wallet
     from fake_substrate import FakeSubstrate, Neuron
 
     from prism_challenge.chain.metagraph import LiveMetagraph

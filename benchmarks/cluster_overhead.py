@@ -27,7 +27,7 @@ from prism_challenge.config import Settings
 from prism_challenge.data import prepare_data
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
 
 

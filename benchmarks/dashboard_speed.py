@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 from bittensor.sp_core import Keypair
 
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.sandbox.record import BatchEntry, Budget, Consumed, EvalResult, RunRecord
@@ -34,6 +34,7 @@ from prism_challenge.storage import Store
 from prism_challenge.storage.lifecycle import transition
 from prism_challenge.storage.tables import RunRecord as RunRow
 from prism_challenge.storage.tables import Submission
+from prism_challenge.validator.app import create_app
 
 TARGET_MS = {"overview": 250.0, "submission": 250.0, "metrics": 100.0}
 

@@ -34,13 +34,13 @@ from harness_overhead import WARMUP, _bare, per_step
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.devices import discover_gpus, host_cpus
-from prism_challenge.sandbox.health import HealthCheck
+from prism_challenge.hardware.devices import discover_gpus, host_cpus
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import Slot, plan_slots
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Runner
-from prism_challenge.sandbox.slots import Slot, plan_slots
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 TOKENS_PER_DOC = 150  # a low estimate for the synthetic corpus, so the budget always fits
 PARAM_CAP = 150_000_000  # room for the ~92M-parameter GPT in benchmarks/bundles/gpt100m

@@ -28,7 +28,7 @@ import torch
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.harness.lm_loss import token_nats
 from prism_challenge.sandbox.harness.seeding import make_deterministic
 from prism_challenge.sandbox.runner import Runner

@@ -20,7 +20,7 @@ import bittensor
 import httpx
 from bittensor import http_auth
 
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.bundle import MAX_MANIFEST_BYTES, MAX_SCRIPT_BYTES, Bundle
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -28,6 +28,7 @@ from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.config.settings import Settings
 from prism_challenge.intake.signing import SUBMISSIONS_PATH, sign_submission
 from prism_challenge.storage import Store
+from prism_challenge.validator.app import create_app
 
 
 def max_size_bundle(tag: int) -> Bundle:

@@ -55,9 +55,9 @@ def main() -> None:
     from prism_challenge.config import Settings
     from prism_challenge.data import prepare_data
     from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-    from prism_challenge.sandbox.backends import make_backend
+    from prism_challenge.isolation import make_backend
     from prism_challenge.sandbox.runner import Runner
-    from prism_challenge.scoring.verification import verdict
+    from prism_challenge.verification.verdict import verdict
 
     work = Path(tempfile.mkdtemp(prefix="prism-catch-"))
     source = write_jsonl(work / "docs.jsonl", english_like_documents(2000, seed=5))

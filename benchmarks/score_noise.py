@@ -62,7 +62,7 @@ def measure(args) -> list[dict]:
     from prism_challenge.config import Settings
     from prism_challenge.data import prepare_data
     from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-    from prism_challenge.sandbox.backends import make_backend
+    from prism_challenge.isolation import make_backend
     from prism_challenge.sandbox.heldout_round import round_of
     from prism_challenge.sandbox.runner import Runner
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.registry import Collector
 
@@ -13,9 +13,11 @@ from prism_challenge.api.http_counts import HttpCounts
 from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.chain.status import ChainStatus
 from prism_challenge.chain.subnet import Subnet
-from prism_challenge.cluster.capacity import NodeUsage
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
+
+if TYPE_CHECKING:  # a type only: the toolkit imports no feature
+    from prism_challenge.cluster.capacity import NodeUsage
 
 
 @dataclass(frozen=True)

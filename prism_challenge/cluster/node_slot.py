@@ -27,14 +27,14 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.data.errors import DataIntegrityError
 from prism_challenge.data.manifest import read_manifest
-from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.devices import GpuInfo, discover_gpus, host_cpus
-from prism_challenge.sandbox.faults import BLAMEABLE, blamed, kernel_xids
-from prism_challenge.sandbox.health import HealthCheck
+from prism_challenge.hardware.devices import GpuInfo, discover_gpus, host_cpus
+from prism_challenge.hardware.faults import BLAMEABLE, blamed, kernel_xids
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import Slot
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import DrawnPlan, ReplayRecord
 from prism_challenge.sandbox.runner import Runner
-from prism_challenge.sandbox.slots import Slot
+from prism_challenge.verification.replay import DrawnPlan, ReplayRecord
 
 # A node names its own data root and work dir the way any PRISM setting is overridden.
 NODE_DATA_ROOT_ENV = "PRISM_DATA__ROOT"

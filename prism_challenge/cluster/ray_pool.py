@@ -39,8 +39,8 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import Manifest
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import DrawnPlan, ReplayRecord
 from prism_challenge.sandbox.runner import Cancelled
+from prism_challenge.verification.replay import DrawnPlan, ReplayRecord
 
 log = logging.getLogger("prism.validator")
 

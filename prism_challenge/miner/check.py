@@ -17,10 +17,10 @@ from pathlib import Path
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
+from prism_challenge.isolation import IsolationBackend
 from prism_challenge.miner.data import open_local_data
 from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
 from prism_challenge.miner.sandbox_run import run_in_sandbox
-from prism_challenge.sandbox.backends import IsolationBackend
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.scoring import ScoreResult, score_record
 

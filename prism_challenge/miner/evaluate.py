@@ -18,18 +18,18 @@ from pathlib import Path
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
+from prism_challenge.isolation import IsolationBackend
 from prism_challenge.miner.curve import plot_learning_curve
 from prism_challenge.miner.data import open_local_data
 from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
 from prism_challenge.miner.sandbox_run import replay_in_sandbox, run_in_sandbox
 from prism_challenge.registry import DEFAULT_AXES
 from prism_challenge.registry.axes import AxisReading, read_axes
-from prism_challenge.sandbox.backends import IsolationBackend
 from prism_challenge.sandbox.progress import ProgressCallback
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.scoring import ScoreResult, score_record
-from prism_challenge.scoring.verification import Verdict, verdict
+from prism_challenge.verification.replay import ReplayRecord
+from prism_challenge.verification.verdict import Verdict, verdict
 
 RECORD_FILE = "record.json"
 STEPS_FILE = "steps.npz"  # the record's per-step columns (sandbox/steps.py)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
+from prism_challenge.isolation import IsolationBackend, make_backend
 from prism_challenge.miner.data import LocalData
-from prism_challenge.sandbox.backends import IsolationBackend, make_backend
 from prism_challenge.sandbox.progress import ProgressCallback
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
 from prism_challenge.sandbox.runner import Runner
+from prism_challenge.verification.replay import ReplayRecord
 
 
 class LocalRunFailed(RuntimeError):

@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.hardware.devices import discover_gpus
+from prism_challenge.hardware.slots import Slot
+from prism_challenge.isolation import (
     GpuDevice,
     IsolationBackend,
     Limits,
@@ -35,7 +37,6 @@ from prism_challenge.sandbox.backends import (
     SandboxSpec,
     minimal_env,
 )
-from prism_challenge.sandbox.devices import discover_gpus
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
@@ -63,7 +64,12 @@ from prism_challenge.sandbox.record import (
     TelemetryPoint,
     output_tail,
 )
-from prism_challenge.sandbox.replay import (
+from prism_challenge.sandbox.sampling import keep_rate
+from prism_challenge.sandbox.stack import HARDWARE, combine, hardware, not_comparable
+from prism_challenge.sandbox.steps import StepColumns
+from prism_challenge.sandbox.stream_order import LaneOrder
+from prism_challenge.sandbox.torch_support import check_torch
+from prism_challenge.verification.replay import (
     DrawnPlan,
     PositionTally,
     ReplayRecord,
@@ -75,12 +81,6 @@ from prism_challenge.sandbox.replay import (
     probe_seconds,
     snapshot_tasks,
 )
-from prism_challenge.sandbox.sampling import keep_rate
-from prism_challenge.sandbox.slots import Slot
-from prism_challenge.sandbox.stack import HARDWARE, combine, hardware, not_comparable
-from prism_challenge.sandbox.steps import StepColumns
-from prism_challenge.sandbox.stream_order import LaneOrder
-from prism_challenge.sandbox.torch_support import check_torch
 
 CAUSE_TO_EXIT = {"timeout": "deadline", "memory": "memory", "pids": "pids", "disk": "disk",
                  "output": "output", "cancelled": "infra", "host_memory": "infra"}

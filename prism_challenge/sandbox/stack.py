@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from prism_challenge.sandbox.backends.spec import GpuDevice
+from prism_challenge.isolation.spec import GpuDevice
 
 SOFTWARE = ("torch", "cuda", "cudnn", "cpu_capability", "deterministic")
 HARDWARE = ("devices", "driver")

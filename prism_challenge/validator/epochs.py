@@ -16,7 +16,7 @@ from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry.service import Registry
 from prism_challenge.storage import Store
-from prism_challenge.validator import verification_jobs
+from prism_challenge.verification import jobs as verification_jobs
 from prism_challenge.weights import WeightPlan, build_plan
 from prism_challenge.weights.chain import WeightSetter
 

@@ -29,7 +29,7 @@ from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import electorate
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.agreement.sync import PeerSync
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.chain.factory import ChainAccess, connect
 from prism_challenge.chain.subtensor import ChainUnavailable
 from prism_challenge.chain.wallet import WalletError, load_wallet
@@ -37,24 +37,25 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.gates import GateStage
 from prism_challenge.gates.reviewer import LlmReviewer
+from prism_challenge.hardware.devices import discover_gpus, host_cpus
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import plan_slots
 from prism_challenge.intake.policy import IntakePolicy
+from prism_challenge.isolation import make_backend
+from prism_challenge.isolation.cgroup import Cgroup
 from prism_challenge.metrics.cluster import ClusterCollector
-from prism_challenge.metrics.slots import SlotCollector
 from prism_challenge.registry.loop import ResearchLoop
 from prism_challenge.registry.service import Registry
-from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.backends.cgroup import Cgroup
-from prism_challenge.sandbox.devices import discover_gpus, host_cpus
-from prism_challenge.sandbox.health import HealthCheck
 from prism_challenge.sandbox.runner import Runner
-from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage import Store
-from prism_challenge.validator import verification_jobs
+from prism_challenge.validator.app import create_app
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.recovery import resume_interrupted
 from prism_challenge.validator.rotation import Rotation
+from prism_challenge.validator.slot_metrics import SlotCollector
 from prism_challenge.validator.update_check import check_for_update
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
 from prism_challenge.weights.chain import WeightSetter
 from prism_challenge.weights.conform import AsSent
 

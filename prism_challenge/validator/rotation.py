@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.faults import kernel_xids
-from prism_challenge.sandbox.health import HealthCheck
-from prism_challenge.sandbox.slots import Slot
+from prism_challenge.hardware.faults import kernel_xids
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import Slot
 
 log = logging.getLogger("prism.validator")
 

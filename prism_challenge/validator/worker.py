@@ -25,24 +25,24 @@ from sqlalchemy import func, select
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
+from prism_challenge.hardware.faults import BLAMEABLE, blamed
+from prism_challenge.hardware.slots import Slot
 from prism_challenge.registry.observation import Observation
 from prism_challenge.registry.service import Registry
 from prism_challenge.sandbox.early_stop import EarlyStopPlan
-from prism_challenge.sandbox.faults import BLAMEABLE, blamed
 from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord, draw_plan
 from prism_challenge.sandbox.runner import Cancelled, Runner
-from prism_challenge.sandbox.slots import Slot
 from prism_challenge.scoring import ScoringError, record_score, score_record
 from prism_challenge.scoring.early_stop import leader_to_beat
-from prism_challenge.scoring.verification import verdict
 from prism_challenge.storage import IllegalTransition, Status, Store, transition
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission, Verification
-from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.recovery import SHUTDOWN_REASON
 from prism_challenge.validator.rotation import Rotation
+from prism_challenge.verification import jobs as verification_jobs
+from prism_challenge.verification.replay import ReplayRecord, draw_plan
+from prism_challenge.verification.verdict import verdict
 
 log = logging.getLogger("prism.validator")
 R = TypeVar("R", RunRecord, ReplayRecord)

@@ -14,12 +14,13 @@ from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.agreement.sync import PeerSync
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import Score, Submission, Verification
+from prism_challenge.validator.app import create_app
 
 NETUID = 7
 LONG_AGO = time.time() - 3600  # scored and verified well before any settle window

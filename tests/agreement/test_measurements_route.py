@@ -73,7 +73,8 @@ def test_a_run_whose_replay_ends_later_is_served_again_after_the_cursor(nodes, w
 
 
 def test_a_node_without_a_signer_or_with_serving_off_refuses_with_a_rule(nodes, live_server):
-    from prism_challenge.api import ApiDeps, create_app
+    from prism_challenge.api import ApiDeps
+    from prism_challenge.validator.app import create_app
 
     a = nodes["a"]
     for deps in (ApiDeps(settings=a.settings, store=a.store, metagraph=a.metagraph),

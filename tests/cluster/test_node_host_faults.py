@@ -13,11 +13,11 @@ from fixture_bundles import bundle as fixture_bundle
 from prism_challenge.bundle import Bundle
 from prism_challenge.cluster.node_slot import NodeSlot
 from prism_challenge.data.manifest import read_manifest
+from prism_challenge.hardware.devices import GpuInfo
+from prism_challenge.hardware.health import Health
 from prism_challenge.sandbox import faults
-from prism_challenge.sandbox.devices import GpuInfo
-from prism_challenge.sandbox.health import Health
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import draw_plan
+from prism_challenge.verification.replay import draw_plan
 
 BUS = "00000000:18:00.0"
 

@@ -26,7 +26,7 @@ from fixture_bundles import queue_bundle
 from prism_challenge.data import prepare_data
 from prism_challenge.data.manifest import read_manifest
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.storage import Store

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from dashboard_store import HOTKEYS
 
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
+from prism_challenge.validator.app import create_app
 
 
 @pytest.fixture

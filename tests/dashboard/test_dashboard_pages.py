@@ -390,8 +390,9 @@ def test_the_api_page_is_rendered_here_without_a_cdn(store, serve):
 
 
 def test_the_header_says_when_there_is_no_chain_block(store, tmp_path, live_server):
-    from prism_challenge.api import ApiDeps, create_app
+    from prism_challenge.api import ApiDeps
     from prism_challenge.chain.metagraph import StaticMetagraph
+    from prism_challenge.validator.app import create_app
 
     deps = ApiDeps(settings=Settings(), store=store,
                    metagraph=StaticMetagraph.of(HOTKEYS[:1], block=None))

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fuzz_kit import CommitCounter, make_wallet, valid_files
 
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -19,6 +19,7 @@ from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.config.settings import Settings
 from prism_challenge.intake.signing import sign_submission
 from prism_challenge.storage import Store
+from prism_challenge.validator.app import create_app
 
 NETUID = 7
 

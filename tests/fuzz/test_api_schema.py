@@ -33,12 +33,13 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps
 from prism_challenge.api.params import MAX_ROW_ID
 from prism_challenge.bundle import MANIFEST, wire
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.storage import Store
+from prism_challenge.validator.app import create_app
 
 _RULE = re.compile(r"[A-Z][A-Z0-9_]*")
 CHECKS = [

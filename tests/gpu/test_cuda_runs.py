@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import score_record
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "examples" / "baseline"

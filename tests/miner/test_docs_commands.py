@@ -19,7 +19,7 @@ from miner_kit import EXAMPLES, ROOT, prism, prism_in_process
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.sandbox.replay import ReplayRecord
+from prism_challenge.verification.replay import ReplayRecord
 
 GUIDE = ROOT / "docs" / "miners.md"
 OPERATOR_GUIDE = ROOT / "docs" / "validators.md"

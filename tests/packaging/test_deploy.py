@@ -16,10 +16,11 @@ import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.cli.app import app as cli
 from prism_challenge.config.settings import Settings
+from prism_challenge.validator.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

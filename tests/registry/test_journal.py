@@ -8,7 +8,6 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from prism_challenge.api.app import create_app
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.server import ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -18,6 +17,7 @@ from prism_challenge.registry import Registry
 from prism_challenge.registry.cycle import Answers, plan_cycle, plan_failure
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import RegistryEvent
+from prism_challenge.validator.app import create_app
 from tests.registry.conftest import obs
 
 ALIBI = {"spec": {"kind": "single", "axis": "position", "treatment": "alibi",

@@ -9,7 +9,6 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from prism_challenge.api.app import create_app
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.server import ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
@@ -29,6 +28,7 @@ from prism_challenge.registry.populations import epoch_of, focus, salt_of
 from prism_challenge.registry.seeds import SEED_HYPOTHESES
 from prism_challenge.registry.state import RegistryState
 from prism_challenge.storage import Store
+from prism_challenge.validator.app import create_app
 from tests.registry.conftest import obs
 
 HOTKEYS = [f"5H{i:04d}" for i in range(600)]

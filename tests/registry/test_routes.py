@@ -4,13 +4,13 @@ import hashlib
 
 import httpx
 
-from prism_challenge.api.app import create_app
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.server import ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.registry import Registry
 from prism_challenge.storage import Store
+from prism_challenge.validator.app import create_app
 from tests.registry.conftest import obs
 
 

@@ -6,7 +6,7 @@ import pytest
 from sandbox_kit import digest_of, tiny_settings
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import make_backend
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
 
 

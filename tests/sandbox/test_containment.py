@@ -14,7 +14,7 @@ import threading
 import pytest
 from sandbox_kit import bundle, tiny_settings
 
-from prism_challenge.sandbox.backends.cgroup import ROOT as CGROUP_ROOT
+from prism_challenge.isolation.cgroup import ROOT as CGROUP_ROOT
 
 
 @pytest.fixture(scope="module")

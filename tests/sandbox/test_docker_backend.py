@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.isolation import (
     GpuDevice,
     Limits,
     Mount,
@@ -15,7 +15,7 @@ from prism_challenge.sandbox.backends import (
     make_backend,
     minimal_env,
 )
-from prism_challenge.sandbox.backends.docker import container_kwargs
+from prism_challenge.isolation.docker import container_kwargs
 
 
 def _spec(tmp_path: Path, gpus=(), cpus=()) -> SandboxSpec:
@@ -83,7 +83,7 @@ def _engine():
 
 @pytest.mark.skipif(_engine() is None, reason="no Docker engine answers on this machine")
 def test_real_container_has_no_network(tmp_path):  # pragma: no cover - needs an engine
-    from prism_challenge.sandbox.backends.docker import DockerBackend
+    from prism_challenge.isolation.docker import DockerBackend
 
     spec = _spec(tmp_path)
     spec = SandboxSpec(**{**spec.__dict__, "argv": (

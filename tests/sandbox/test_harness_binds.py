@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from prism_challenge.sandbox.backends.bubblewrap import (
+from prism_challenge.isolation.bubblewrap import (
     HARNESS_ROOT,
     BubblewrapBackend,
     _package_dir,
     harness_files,
 )
-from prism_challenge.sandbox.backends.spec import Limits, Mount, SandboxSpec, minimal_env
+from prism_challenge.isolation.spec import Limits, Mount, SandboxSpec, minimal_env
 
 PROBE = f"""
 import importlib, json, os
@@ -29,7 +29,7 @@ hidden = sorted(os.listdir(package)) if os.path.isdir(package) else []
 imports = {{}}
 for name in ("prism_challenge.sandbox.harness.train_main",
              "prism_challenge.sandbox.harness.eval_main",
-             "prism_challenge.sandbox.health_probe",
+             "prism_challenge.hardware.health_probe",
              "prism_challenge.sandbox.runner", "prism_challenge.config.settings",
              "prism_challenge.sandbox.heldout"):
     try:
@@ -67,7 +67,7 @@ def test_the_harness_imports_and_the_validator_does_not(inside):
     imports = inside["imports"]
     assert imports["prism_challenge.sandbox.harness.train_main"] == "ok"
     assert imports["prism_challenge.sandbox.harness.eval_main"] == "ok"
-    assert imports["prism_challenge.sandbox.health_probe"] == "ok"
+    assert imports["prism_challenge.hardware.health_probe"] == "ok"
     assert imports["prism_challenge.sandbox.runner"] == "ModuleNotFoundError"
     assert imports["prism_challenge.config.settings"] == "ModuleNotFoundError"
     assert imports["prism_challenge.sandbox.heldout"] == "ModuleNotFoundError"

@@ -13,7 +13,7 @@ from sandbox_kit import BATCH, STEPS, bundle, digest_of, tiny_settings
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.scoring import measures, score_record
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 

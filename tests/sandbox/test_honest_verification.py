@@ -17,7 +17,7 @@ import pytest
 from sandbox_kit import digest_of, tiny_settings
 
 from prism_challenge.scoring import score_record
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = ROOT / "tests" / "fixtures" / "honest"

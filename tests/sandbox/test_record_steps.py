@@ -18,12 +18,12 @@ from sqlalchemy import select, text
 
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.sandbox.record import RecordError, RunRecord
-from prism_challenge.sandbox.replay import DrawnPlan, choose_checks, draw_plan
 from prism_challenge.sandbox.steps import CURVE_BUCKETS, RowsAndNats, StepColumns, StepsError
 from prism_challenge.scoring import measures, score_record
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission
+from prism_challenge.verification.replay import DrawnPlan, choose_checks, draw_plan
 
 
 def test_a_200k_step_record_is_bounded_and_its_columns_compact():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from sandbox_kit import bundle, digest_of
 
-from prism_challenge.sandbox.backends.spec import SandboxResult
-from prism_challenge.sandbox.replay import DrawnPlan, choose_checks, draw_plan
+from prism_challenge.isolation.spec import SandboxResult
 from prism_challenge.sandbox.runner import _exit_of
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.replay import DrawnPlan, choose_checks, draw_plan
+from prism_challenge.verification.verdict import verdict
 
 ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 

@@ -15,7 +15,7 @@ from prism_challenge.sandbox.stack import (
     not_comparable,
     software_from_hello,
 )
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 
 def test_differences_name_each_field_and_skip_what_a_record_did_not_know():

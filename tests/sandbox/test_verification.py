@@ -12,7 +12,7 @@ import pytest
 from sandbox_kit import bundle, digest_of, tiny_settings
 
 from prism_challenge.scoring import score_record
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.verdict import verdict
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ that state is what a snapshot cannot restore, so it is the likely cause of the f
 from __future__ import annotations
 
 from prism_challenge.config.settings import VerificationSettings
-from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord
-from prism_challenge.scoring.verification import verdict
+from prism_challenge.verification.replay import CheckedPositions, ReplayRecord
+from prism_challenge.verification.verdict import verdict
 
 NOTE = "TinyGPT.calls changed from 0 to 1 between scored steps 0 and 1"
 

@@ -10,12 +10,12 @@ from sqlalchemy import select
 from validator_kit import TINY
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
-from prism_challenge.sandbox.replay import DrawnPlan
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.storage.tables import RunRecord, Verification
-from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
+from prism_challenge.verification.replay import DrawnPlan
 
 
 def _settings(tmp_path) -> Settings:

@@ -12,15 +12,15 @@ from sqlalchemy import select
 from validator_kit import TINY
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord as Record
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard
 from prism_challenge.storage import IllegalTransition, Status, transition
 from prism_challenge.storage.tables import RunRecord, Score, Submission, Verification
-from prism_challenge.validator import verification_jobs
 from prism_challenge.validator.recovery import SHUTDOWN_REASON, resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
 
 
 def _settings(tmp_path, **validator) -> Settings:

@@ -3,11 +3,12 @@ import pytest
 from verified_kit import mark_verified
 from weights_entries import HOTKEYS
 
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring import ScoreResult, record_score
 from prism_challenge.storage.tables import Submission
+from prism_challenge.validator.app import create_app
 
 
 def _score(store, i, hotkey, bpb, corpus="demo", reviewed="passed"):

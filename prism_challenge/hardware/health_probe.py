@@ -1,4 +1,4 @@
-"""Entry point of a slot's HEALTH PROBE: `python -m prism_challenge.sandbox.health_probe`.
+"""Entry point of a slot's HEALTH PROBE: `python -m prism_challenge.hardware.health_probe`.
 
 Runs inside the sandbox with exactly the slot's devices and cores, before the slot takes a
 run. Checks that the process is held to the slot's cores, that the slot's device nodes (and

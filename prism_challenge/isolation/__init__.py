@@ -1,10 +1,16 @@
-"""Isolation backends behind one interface (`IsolationBackend.run(spec) -> result`)."""
+"""Isolation backends behind one interface (`IsolationBackend.run(spec) -> result`).
+
+In: a `SandboxSpec` (argv, mounts, environment, devices, limits). Out: a `SandboxResult`
+(cause, exit code, bounded output, wall time). Guarantees: the process sees only the spec's
+mounts and PRISM's harness files (bubblewrap, docker), no network, and is killed with its
+whole process tree at its limits. Stands alone: imports nothing of PRISM outside itself.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import (
+from prism_challenge.isolation.spec import (
     GpuDevice,
     IsolationBackend,
     Limits,
@@ -20,15 +26,15 @@ def make_backend(name: str, *, docker_image: str = "prism-challenge:latest",
     """`dev_dir` is where bubblewrap finds the GPU device nodes it binds (tests point it at
     stand-in files)."""
     if name == "bubblewrap":
-        from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend
+        from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 
         return BubblewrapBackend(dev_dir=dev_dir)
     if name == "docker":
-        from prism_challenge.sandbox.backends.docker import DockerBackend
+        from prism_challenge.isolation.docker import DockerBackend
 
         return DockerBackend(docker_image)
     if name == "none":
-        from prism_challenge.sandbox.backends.none import NoIsolationBackend
+        from prism_challenge.isolation.none import NoIsolationBackend
 
         return NoIsolationBackend()
     raise ValueError(f"unknown sandbox backend {name!r}")

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import GpuDevice
+from prism_challenge.isolation.spec import GpuDevice
 
 QUERY = ("index", "uuid", "pci.bus_id", "memory.total", "memory.used")
 PROC_GPUS = Path("/proc/driver/nvidia/gpus")

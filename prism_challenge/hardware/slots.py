@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends.spec import GpuDevice
-from prism_challenge.sandbox.devices import GpuInfo
+from prism_challenge.hardware.devices import GpuInfo
+from prism_challenge.isolation.spec import GpuDevice
 
 
 class SlotPlanError(ValueError):

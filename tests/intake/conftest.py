@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from prism_challenge.api import ApiDeps, create_app, health
+from prism_challenge.api import ApiDeps, health
 from prism_challenge.api.errors import install_error_handlers
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
@@ -28,6 +28,7 @@ from prism_challenge.intake import routes as intake_routes
 from prism_challenge.intake.signing import sign_submission
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import Nonce, Submission
+from prism_challenge.validator.app import create_app
 
 NETUID = 7
 BLOCK = 4242

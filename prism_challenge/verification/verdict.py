@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prism_challenge.config.settings import VerificationSettings
 from prism_challenge.sandbox.harness.state_contract import ADVICE
-from prism_challenge.sandbox.replay import CheckedPositions, ReplayRecord
+from prism_challenge.verification.replay import CheckedPositions, ReplayRecord
 
 
 class Verdict(BaseModel):

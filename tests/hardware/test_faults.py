@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prism_challenge.sandbox.faults import kernel_xids
+from prism_challenge.hardware.faults import kernel_xids
 
 
 def test_kernel_xids_are_those_of_the_slots_gpus_since_the_run_began(tmp_path):

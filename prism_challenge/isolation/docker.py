@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec, StopAt
-from prism_challenge.sandbox.backends.supervise import dir_size
+from prism_challenge.isolation.spec import SandboxResult, SandboxSpec, StopAt
+from prism_challenge.isolation.supervise import dir_size
 
 NOBODY = "65534:65534"
 

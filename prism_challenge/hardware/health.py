@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.hardware.devices import DeviceError, query_nvidia_smi
+from prism_challenge.hardware.slots import Slot
+from prism_challenge.isolation import (
     IsolationBackend,
     Limits,
     Mount,
     SandboxSpec,
     minimal_env,
 )
-from prism_challenge.sandbox.devices import DeviceError, query_nvidia_smi
-from prism_challenge.sandbox.slots import Slot
 
 PROBE_LIMITS = dict(memory_bytes=4 * 2**30, pids_max=64, disk_bytes=64 * 2**20,
                     output_bytes=16384)
@@ -94,7 +94,7 @@ class HealthCheck:
             "OMP_NUM_THREADS": "1",
         })
         spec = SandboxSpec(
-            argv=(sys.executable, "-m", "prism_challenge.sandbox.health_probe"),
+            argv=(sys.executable, "-m", "prism_challenge.hardware.health_probe"),
             mounts=(Mount(scratch, "/scratch", writable=True),), env=env,
             limits=Limits(wall_s=self.settings.validator.probe_timeout_s, **PROBE_LIMITS),
             scratch=scratch, gpus=slot.devices, cpus=slot.cpus,

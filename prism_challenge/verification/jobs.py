@@ -16,11 +16,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from prism_challenge.config.settings import Settings
-from prism_challenge.sandbox.replay import DrawnPlan
 from prism_challenge.scoring.leaderboard import Entry, contenders
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage import Store, serialize_on
 from prism_challenge.storage.tables import Verification
+from prism_challenge.verification.replay import DrawnPlan
 
 ACTIVE = ("queued", "running")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import SandboxResult, SandboxSpec, StopAt
-from prism_challenge.sandbox.backends.supervise import supervise
+from prism_challenge.isolation.spec import SandboxResult, SandboxSpec, StopAt
+from prism_challenge.isolation.supervise import supervise
 
 
 class NoIsolationBackend:

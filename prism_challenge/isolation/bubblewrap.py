@@ -12,14 +12,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.spec import (
+from prism_challenge.isolation.spec import (
     SANDBOX_USER,
     Mount,
     SandboxResult,
     SandboxSpec,
     StopAt,
 )
-from prism_challenge.sandbox.backends.supervise import supervise
+from prism_challenge.isolation.supervise import supervise
 
 NOBODY = "65534"
 # Name resolution inside the sandbox knows loopback only (torchrun rendezvous and gloo need
@@ -59,7 +59,7 @@ def harness_files(package: Path) -> list[Path]:
     """
     # sampling.py: which kept positions a probe cuts together (the secret never enters)
     names = ["__init__.py", "sandbox/__init__.py", "sandbox/protocol.py",
-             "sandbox/health_probe.py", "sandbox/sampling.py"]
+             "hardware/__init__.py", "hardware/health_probe.py", "sandbox/sampling.py"]
     names += sorted(f"sandbox/harness/{p.name}" for p in (package / "sandbox/harness")
                     .glob("*.py"))
     return [package / n for n in names]

@@ -12,17 +12,18 @@ import pytest
 from fixture_bundles import queue_bundle
 from gpu_kit import TINY_BUNDLE, uuid
 
-from prism_challenge.api import ApiDeps, create_app
+from prism_challenge.api import ApiDeps
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config import Settings
-from prism_challenge.metrics.slots import SlotCollector
-from prism_challenge.sandbox.backends import make_backend
-from prism_challenge.sandbox.devices import discover_gpus
-from prism_challenge.sandbox.health import HealthCheck
+from prism_challenge.hardware.devices import discover_gpus
+from prism_challenge.hardware.health import HealthCheck
+from prism_challenge.hardware.slots import plan_slots
+from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.runner import Runner
-from prism_challenge.sandbox.slots import plan_slots
 from prism_challenge.storage.tables import RunRecord, Score, Submission
+from prism_challenge.validator.app import create_app
 from prism_challenge.validator.rotation import Rotation
+from prism_challenge.validator.slot_metrics import SlotCollector
 from prism_challenge.validator.worker import EvaluationWorker
 
 # The honest tiny training loop, renamed so a test's train() can call it after its own check.
@@ -129,7 +130,7 @@ def kernel_log(tmp_path, monkeypatch):
     """The kernel's log (/dev/kmsg) at the lowest seam: `xid(gpu, code)` logs a driver Xid for
     fake GPU `gpu`, stamped a minute ahead so that it falls inside the run that follows; the
     rotation reads it like the real one."""
-    from prism_challenge.sandbox import faults
+    from prism_challenge.hardware import faults
 
     path = tmp_path / "kmsg"
     path.write_text("")

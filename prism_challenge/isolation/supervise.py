@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from prism_challenge.sandbox.backends.cgroup import Cgroup
-from prism_challenge.sandbox.backends.spec import ExitCause, Limits, SandboxResult, StopAt
+from prism_challenge.isolation.cgroup import Cgroup
+from prism_challenge.isolation.spec import ExitCause, Limits, SandboxResult, StopAt
 
 POLL_S = 0.05
 DISK_POLL_S = 0.5

@@ -12,24 +12,24 @@ import pytest
 from gpu_kit import TOTAL_MIB, seeing_bundle, seen, uuid
 
 from prism_challenge.config import Settings
-from prism_challenge.sandbox.backends import (
+from prism_challenge.hardware.devices import (
+    DeviceError,
+    GpuInfo,
+    discover_gpus,
+    parse_query,
+)
+from prism_challenge.hardware.slots import Slot, SlotBusy, SlotPlanError, plan_slots
+from prism_challenge.isolation import (
     Limits,
     Mount,
     SandboxSpec,
     make_backend,
     minimal_env,
 )
-from prism_challenge.sandbox.backends import cgroup as cgroup_module
-from prism_challenge.sandbox.backends.bubblewrap import BubblewrapBackend, DeviceNodeMissing
-from prism_challenge.sandbox.backends.docker import container_kwargs
-from prism_challenge.sandbox.devices import (
-    DeviceError,
-    GpuInfo,
-    discover_gpus,
-    parse_query,
-)
+from prism_challenge.isolation import cgroup as cgroup_module
+from prism_challenge.isolation.bubblewrap import BubblewrapBackend, DeviceNodeMissing
+from prism_challenge.isolation.docker import container_kwargs
 from prism_challenge.sandbox.runner import Runner, RunPaths
-from prism_challenge.sandbox.slots import Slot, SlotBusy, SlotPlanError, plan_slots
 
 
 def _settings(nproc: int = 1, slots: int | None = None, **sandbox) -> Settings:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, FastAPI
 
 from prism_challenge import __version__
+from prism_challenge.agreement import leaderboard_routes
 from prism_challenge.agreement import routes as agreement_routes
 from prism_challenge.api import health, http_counts
 from prism_challenge.api.deps import ApiDeps
@@ -20,14 +21,13 @@ from prism_challenge.dashboard import routes as dashboard_routes
 from prism_challenge.intake import routes as intake_routes
 from prism_challenge.metrics import routes as metrics_routes
 from prism_challenge.registry import routes as registry_routes
-from prism_challenge.scoring import routes as scoring_routes
 from prism_challenge.weights import routes as weights_routes
 
 ROUTERS: tuple[Callable[[ApiDeps], APIRouter], ...] = (
     health.build,
     intake_routes.build,
     registry_routes.build,
-    scoring_routes.build,
+    leaderboard_routes.build,
     weights_routes.build,
     agreement_routes.build,
     dashboard_routes.build,
