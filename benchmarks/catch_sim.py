@@ -23,7 +23,12 @@ from prism_challenge.config.settings import VerificationSettings
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.sampling import keep_rate, kept_counts
 from prism_challenge.sandbox.steps import StepColumns
-from prism_challenge.verification.replay import CheckedPositions, ReplayRecord, choose_checks
+from prism_challenge.verification.replay import (
+    CheckedPositions,
+    ReplayRecord,
+    choose_checks,
+    draw_plan,
+)
 from prism_challenge.verification.verdict import verdict
 
 SCHEDULES = ("uniform", "bigstep", "mixed")
@@ -90,7 +95,7 @@ def trial(sched: Schedule, seq_len: int, settings: VerificationSettings,
                        sample_start=np.concatenate(([0], np.cumsum(per_step[held]))),
                        sample=np.zeros(int(per_step[held].sum())))
     record = RunRecord.model_construct(steps=cols)
-    plan = choose_checks(record, rng, snapshots=settings.snapshot_steps)
+    plan = choose_checks(record, draw_plan(record, snapshots=settings.snapshot_steps, rng=rng))
     assert plan.probe_steps | plan.snapshot_steps == frozenset(held.tolist())
     noise = rng.binomial(per_step, honest_mismatch) if honest_mismatch else 0 * per_step
     peeked = np.where(sched.peeked, per_step, noise)

@@ -97,7 +97,7 @@ def measure(args) -> list[dict]:
                                         precision, twin=False)
         print(f"{name}: trained in {t1 - t0:.0f} s, {len(evals)} rounds evaluated in "
               f"{time.monotonic() - t1:.0f} s", flush=True)
-        return {"name": name, "record": record.model_dump(mode="json"),
+        return {"name": name, "record": record.to_wire(),
                 "evals": [e.model_dump(mode="json") for e in evals]}
 
     with ThreadPoolExecutor(args.jobs) as pool:

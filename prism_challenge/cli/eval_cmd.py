@@ -16,7 +16,7 @@ from rich.console import Console
 
 from prism_challenge.cli.check_cmd import BundleArg, DataRootOption, load_bundle, local_run_errors
 from prism_challenge.cli.common import ConfigOption, fail, settings_from
-from prism_challenge.miner.progress import MAX_INTERVAL_S, EvalProgress
+from prism_challenge.sandbox.progress import MAX_INTERVAL_S
 
 
 def evaluate(
@@ -44,6 +44,7 @@ def evaluate(
     """Train and score a bundle locally (full budget, real sandbox); writes a learning curve."""
     from prism_challenge.miner import StaticRefusal, evaluate_bundle
     from prism_challenge.miner.compare import Side, is_stored_run, load_stored, print_comparison
+    from prism_challenge.miner.progress import EvalProgress
     from prism_challenge.miner.render import findings_table, print_eval
 
     if not 0 < progress_every <= MAX_INTERVAL_S:

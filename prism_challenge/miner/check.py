@@ -76,24 +76,24 @@ def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
     report.findings += _run_findings(record, smoke) + state_findings(record)
     report.findings += pace_findings(record, settings)
     report.score = score_record(record, smoke.scoring)
-    report.findings += _gate_findings(report.score)
+    report.findings += _gate_findings(report.score, record)
     return report
 
 
 def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
     out = []
     axes = record.axes
+    done, budget = record.consumed.rows, record.budget.rows
+    ok = record.exit_reason in ("ok", "budget") and done == budget
     if axes is None:
-        out.append(Finding("parameters", "fail",
-                           f"the model was not built and counted: {record.exit_detail[-300:]}"))
+        if ok:  # a failed run says why once, in its own line below
+            out.append(Finding("parameters", "fail", "the model was not built and counted"))
     else:
         cap = record.param_cap
         status = "pass" if axes.param_count <= cap else "fail"
         out.append(Finding("parameters", status,
                            f"{axes.param_count:,} of the cap {cap:,} (built under seed "
                            f"{settings.challenge.seed}); {axes.layer_count} layers"))
-    done, budget = record.consumed.rows, record.budget.rows
-    ok = record.exit_reason in ("ok", "budget") and done == budget
     detail = (f"{done}/{budget} rows consumed in {record.summary.count} batches, "
               f"exit {record.exit_reason}")
     if record.exit_detail:
@@ -132,7 +132,13 @@ def pace_findings(record: RunRecord, settings: Settings) -> list[Finding]:
                     "validators' hardware class")]
 
 
-def _gate_findings(score: ScoreResult) -> list[Finding]:
+def _gate_findings(score: ScoreResult, record: RunRecord) -> list[Finding]:
+    """One line per gate the score failed. A smoke run that did not finish is reported once,
+    in its own line: the gates that follow from it (no final weights, no parameter count,
+    the contract's own message again) would repeat it, so they wait for a run that ends."""
+    if record.exit_reason not in ("ok", "budget"):
+        return [Finding("gates", "skip", "not judged: the smoke run above did not finish; "
+                                         "fix it first")]
     out = []
     for reason in score.reasons:
         gate = reason.split(":", 1)[0]

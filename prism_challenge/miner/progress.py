@@ -16,9 +16,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from prism_challenge.sandbox.progress import RunProgress
-
-MAX_INTERVAL_S = 10.0
+from prism_challenge.sandbox.progress import MAX_INTERVAL_S, RunProgress
 
 
 class PhaseState:

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# Off a terminal a progress line is printed at least this often (seconds), in every phase.
+MAX_INTERVAL_S = 10.0
+
 # The phases a run goes through, in order (the replay's only for a contender).
 TRAINING = "training"
 HELDOUT = "held-out evaluation"

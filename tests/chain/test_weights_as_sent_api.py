@@ -8,11 +8,12 @@ import httpx
 from conftest import NETUID
 from verified_kit import mark_verified
 
-from prism_challenge.api import ApiDeps, ApiServer, create_app
+from prism_challenge.api import ApiDeps, ApiServer
 from prism_challenge.chain.metagraph import LiveMetagraph
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring import ScoreResult, record_score
 from prism_challenge.storage.tables import Submission
+from prism_challenge.validator.app import create_app
 from prism_challenge.weights.chain import WeightSetter
 from prism_challenge.weights.conform import AsSent
 from prism_challenge.weights.plan import load_plan

@@ -4,27 +4,40 @@ printed. Real node slot, runner and bubblewrap; the kernel log at its lowest sea
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from cluster_kit import tiny_bundle, tiny_settings
 from fixture_bundles import bundle as fixture_bundle
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.cluster.node_slot import NodeSlot
 from prism_challenge.data.manifest import read_manifest
+from prism_challenge.hardware import faults
 from prism_challenge.hardware.devices import GpuInfo
 from prism_challenge.hardware.health import Health
-from prism_challenge.sandbox import faults
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.verification.replay import draw_plan
 
 BUS = "00000000:18:00.0"
 
 
+@pytest.fixture
+def short_dir():
+    """The node's work folder under a short path: a sandbox's feeder socket lives in it, and
+    a Unix socket path must stay under 108 bytes wherever pytest puts its temporary folders."""
+    path = Path(tempfile.mkdtemp(prefix="prism-node-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def test_a_fake_host_fault_in_a_cluster_replay_is_the_miners_a_logged_xid_the_hosts(
-        tmp_path, prepared_data, monkeypatch):
-    settings = tiny_settings(tmp_path, prepared_data)
+        tmp_path, short_dir, prepared_data, monkeypatch):
+    settings = tiny_settings(short_dir, prepared_data)
     slot = NodeSlot(settings, read_manifest(prepared_data).sha256, node="n", index=0,
                     gpu_ids=[])
     honest = tiny_bundle()

@@ -56,7 +56,7 @@ def _scores(store) -> dict[str, tuple[float, float | None, dict]]:
 
 def _records(store) -> list[tuple[int, RunRecord]]:
     with store.session() as s:
-        return [(r.submission_id, RunRecord.model_validate(r.record))
+        return [(r.submission_id, RunRecord.stored(r))
                 for r in s.query(RunRecordRow).order_by(RunRecordRow.id)]
 
 

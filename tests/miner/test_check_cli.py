@@ -48,11 +48,12 @@ def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_
     arch.write_text(text.replace(old, (
         "        leak = self.training and torch.is_grad_enabled()\n"
         "        y = F.scaled_dot_product_attention(q, k, v, is_causal=not leak)\n")))
-    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
+    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "64")
     assert res.returncode == 1, res.stdout + res.stderr
     assert re.search(r"policy\s+│\s+pass", res.stdout)  # statically fine: only running shows it
+    assert re.search(r"smoke run\s+│\s+pass", res.stdout)  # the run ends; only the probe fails
     assert re.search(r"gate causality\s+│\s+FAIL\s+│\s+causality:", res.stdout)
-    assert "smoke run of 32 rows" in res.stdout
+    assert "smoke run of 64 rows" in res.stdout
     assert re.search(r"FAIL: \d+ check\(s\) failed", res.stdout)
 
 
@@ -97,3 +98,20 @@ def test_check_usage_and_data_errors_exit_2(tiny_config, prepared_data, tmp_path
     res = _check_fast(example, huge, prepared_data, "--smoke-rows", "1000000")
     assert res.returncode == 2 and "does not fit the data" in res.stderr
     assert not nowhere.exists()  # a refused check creates nothing
+
+
+def test_a_model_of_the_wrong_type_is_reported_once(tiny_config, prepared_data, tmp_path):
+    """One violation, one line: a build_model that returns the wrong type fails the smoke run
+    with the contract's message and the fix; no knock-on parameter or gate line repeats it."""
+    bundle = copy_example("baseline", tmp_path / "wrong_type")
+    arch = bundle / "architecture.py"
+    text = arch.read_text()
+    old = "    return TinyGPT(ctx.vocab_size, ctx.seq_len)\n"
+    assert old in text
+    arch.write_text(text.replace(old, "    return [TinyGPT(ctx.vocab_size, ctx.seq_len)]\n"))
+    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
+    assert res.returncode == 1, res.stdout + res.stderr
+    failed = [line for line in res.stdout.splitlines() if re.search(r"│\s+FAIL\s+│", line)]
+    assert len(failed) == 1 and "smoke run" in failed[0], res.stdout
+    assert "exit contract" in failed[0] and "build_model" in res.stdout
+    assert "FAIL: 1 check(s) failed" in res.stdout

@@ -11,6 +11,7 @@ from validator_kit import TINY
 
 from prism_challenge.config import Settings
 from prism_challenge.isolation.bubblewrap import BubblewrapBackend
+from prism_challenge.sandbox.record import RunRecord as RecordModel
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.storage.tables import RunRecord, Verification
 from prism_challenge.validator.worker import EvaluationWorker
@@ -22,7 +23,7 @@ def _settings(tmp_path) -> Settings:
     return Settings(
         challenge={"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
-        scoring={"heldout_positions": 256, "heldout_twin_positions": 64,
+        scoring={"heldout_positions": 256,
                  "heldout_cuts_per_row": 4},
         verification={"snapshot_steps": 2},
         validator={"work_dir": str(tmp_path / "runs")},
@@ -56,7 +57,8 @@ def test_a_retried_replay_meets_the_stored_plan_even_after_the_secret_changed(
     with store.session() as s:  # the run's secret changes after the first attempt
         row = s.scalars(select(RunRecord).where(RunRecord.submission_id == sid)).one()
         record = dict(row.record)
-        held = sorted({b["step"] for b in record["batches"] if b["sample"]})
+        cols = RecordModel.stored(row).columns
+        held = sorted(set(cols.step[cols.held()].tolist()))
         record["sample_secret"] = "ab" * 32
         row.record = record
     assert EvaluationWorker(settings, store, runner, registry=None).run_once() == sid

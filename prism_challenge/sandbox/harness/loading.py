@@ -37,7 +37,8 @@ def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_
     with torch.device("cpu"):
         model = fn(ctx)
     if not isinstance(model, torch.nn.Module):
-        raise ContractError(f"build_model returned {type(model).__name__}, not a torch.nn.Module")
+        raise ContractError(f"build_model returned {type(model).__name__}, not a torch.nn.Module;"
+                            " return the model itself (nothing wrapped around it)")
     n = count_state(model, vars(architecture))
     if n > max_params:
         raise ContractError(f"the model holds {n:,} tensor elements (parameters, buffers and "
