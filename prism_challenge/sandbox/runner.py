@@ -539,9 +539,7 @@ class Runner:
         here = hardware(self.devices())
         why = not_comparable(record.stack, here, HARDWARE)
         if why is not None:  # another GPU model or driver: nothing to learn by running
-            return ReplayRecord(digest=record.digest, exit_reason="infra", exit_detail=why,
-                                probe_steps=[], snapshot_steps=[], last_step=-1,
-                                incomparable=why)
+            return _incomparable(record, why, 0.0)
         v = self.settings.verification
         paths = RunPaths(Path(run_dir))
         paths.create(files)
@@ -557,10 +555,7 @@ class Runner:
         feeder, train_result = self._train(paths, name, plan, cancel, replay=checks)
         train_s = time.monotonic() - t0
         if feeder.state.incomparable is not None:  # another torch, CUDA or cuDNN build
-            return ReplayRecord(digest=record.digest, exit_reason="infra",
-                                exit_detail=feeder.state.incomparable, probe_steps=[],
-                                snapshot_steps=[], last_step=-1, train_s=round(train_s, 3),
-                                incomparable=feeder.state.incomparable)
+            return _incomparable(record, feeder.state.incomparable, train_s)
         served = sorted(feeder.state.served.values(), key=lambda s: (s.step, s.rank))
         missing: list[str] = []
         probes = PositionTally(v.position_abs_tol, v.position_rel_tol)
@@ -631,6 +626,13 @@ def _eval_progress(phase: str, answers: list[Answer], positions: int | None
     n = sum(len(x) for x in got)
     loss = math.fsum(float(x.sum()) for x in got) / n if n else None
     return RunProgress(phase, n, positions, "positions", n, loss)
+
+
+def _incomparable(record: RunRecord, why: str, train_s: float) -> ReplayRecord:
+    """A replay on another stack than the run's: nothing compared, nothing judged."""
+    return ReplayRecord(digest=record.digest, exit_reason="infra", exit_detail=why,
+                        probe_steps=[], snapshot_steps=[], last_step=-1,
+                        train_s=round(train_s, 3), incomparable=why)
 
 
 def _axes(raw: dict | None) -> MeasuredAxes | None:
