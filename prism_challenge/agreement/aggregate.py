@@ -17,6 +17,12 @@ a split heals as soon as they do (no decision is remembered between epochs).
 - bpb and held-out delta are stake-weighted medians (the lower one on an exact split).
   As long as honest validators hold more than half of the counted stake, the median lies
   between two honest measurements, whatever the others report.
+- Stream parts (the run's bpb over equal stretches of the stream, which the dethrone rule
+  pairs between two runs to size its noise term) are the stake-weighted median stretch by
+  stretch, over the measurements that carry the same number of stretches as those holding
+  most of the counted stake (None when those hold no more than half of it). Every validator
+  holding the same measurements thus dethrones with the same noise, whether or not it
+  scored either run itself.
 - Eligible: validators holding more than half of the counted stake say so. Verified (may
   lead): validators holding more than `quorum` of the permitted stake passed its replay
   (each pass counts once settled too).
@@ -40,6 +46,7 @@ class Measurement:
     eligible: bool
     measured_at: float  # when the measuring validator scored it (its clock, seconds)
     verified_at: float | None = None  # when its replay passed there; None: not (yet)
+    stream_parts: tuple[float, ...] | None = None  # bpb over equal stretches of the stream
 
 
 def weighted_median(pairs: Iterable[tuple[float, float]]) -> float:
@@ -56,6 +63,26 @@ def weighted_median(pairs: Iterable[tuple[float, float]]) -> float:
         if seen >= total / 2:
             return value
     return ordered[-1][0]
+
+
+def median_parts(held: list[Measurement], stakes: Mapping[str, float]
+                 ) -> list[float] | None:
+    """Stretch-by-stretch weighted median of the stream parts of `held`: over the
+    measurements whose number of stretches holds the most stake, if that is more than half
+    of the stake of `held`; else None."""
+    by_len: dict[int, list[Measurement]] = {}
+    for m in held:
+        if m.stream_parts:
+            by_len.setdefault(len(m.stream_parts), []).append(m)
+    if not by_len:
+        return None
+    group = max(by_len.values(), key=lambda g: (sum(stakes[m.validator] for m in g),
+                                                 len(g[0].stream_parts or ())))
+    if sum(stakes[m.validator] for m in group) <= sum(stakes[m.validator] for m in held) / 2:
+        return None
+    width = len(group[0].stream_parts or ())
+    return [weighted_median((m.stream_parts[i], stakes[m.validator]) for m in group)
+            for i in range(width)]
 
 
 def counted(measurements: Iterable[Measurement], stakes: Mapping[str, float], *,
@@ -87,6 +114,7 @@ def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping
     return entry.model_copy(update={
         "bpb": weighted_median((m.bpb, stakes[m.validator]) for m in held),
         "heldout_delta": weighted_median((m.heldout_delta, stakes[m.validator]) for m in held),
+        "stream_parts": median_parts(held, stakes),
         "eligible": eligible_stake > held_stake / 2,
         "censored": False,  # a run stopped early is served as not eligible: counted above
         "verification": "passed" if verified_stake > quorum * total else (

@@ -62,6 +62,14 @@ def next_cursor(rows: list[OwnRow], after: str | None) -> str | None:
     return cursor(rows[-1].changed_at, rows[-1].submission_id) if rows else after
 
 
+def _parts(value) -> list[float] | None:
+    """The run's stream parts as served: finite numbers only (else none are served)."""
+    if not isinstance(value, list) or not all(
+            isinstance(x, int | float) and math.isfinite(x) for x in value):
+        return None
+    return [float(x) for x in value]
+
+
 def _row(sub: Submission, score: Score, check: Verification | None) -> MeasurementRow | None:
     """The served row; None for what no honest measurement looks like (a non-finite value,
     a hotkey that is not an ss58 address): such a row is not served."""
@@ -76,6 +84,7 @@ def _row(sub: Submission, score: Score, check: Verification | None) -> Measureme
             eligible=score.eligible and not censored and status != "failed",
             verified=status == "passed", measured_at=score.created_at,
             verified_at=check.updated_at if status == "passed" else None,
-            corpus=score.corpus, scoring_version=SCORING_VERSION)
+            corpus=score.corpus, scoring_version=SCORING_VERSION,
+            stream_parts=_parts((score.detail or {}).get("stream_parts")))
     except ValueError:
         return None

@@ -124,15 +124,21 @@ def _measurements(session: Session, own_hotkey: str, validators: set[str]
     for own in own_rows(session):
         r = own.row
         out[(r.digest, r.miner_hotkey, r.corpus)].append(Measurement(
-            own_hotkey, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at))
+            own_hotkey, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at,
+            _parts(r.stream_parts)))
     rows = session.scalars(select(PeerMeasurement).where(
         PeerMeasurement.scoring_version == SCORING_VERSION,
         PeerMeasurement.validator != own_hotkey))
     for r in rows:
         if r.validator in validators:
             out[(r.digest, r.miner_hotkey, r.corpus)].append(Measurement(
-                r.validator, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at))
+                r.validator, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at,
+                _parts(r.stream_parts)))
     return out
+
+
+def _parts(value: list[float] | None) -> tuple[float, ...] | None:
+    return tuple(float(x) for x in value) if value else None
 
 
 def _unscored(session: Session, corpus: str | None,

@@ -242,6 +242,7 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
         old.eligible = row.eligible
         old.corpus = row.corpus
         old.scoring_version = row.scoring_version
+        old.stream_parts = row.stream_parts
         old.fetched_at = now
         if kept is not None:
             old.page_id, old.signed_ns = kept.id, signed.signed_ns

@@ -19,6 +19,7 @@ RELAY_PATH = "/v1/relay"  # the signed pages a validator holds of others
 EQUIVOCATIONS_PATH = "/v1/equivocations"  # its proofs of equivocation
 RELAY_LIMIT = 50  # pages per relay answer
 MAX_PAGE_ROWS = 1000
+MAX_STREAM_PARTS = 1024  # the most stretches `scoring.dethrone_windows` allows
 CURSOR_PATTERN = r"^[0-9]{1,20}:[0-9]{1,10}$"
 CURSOR_MAX_CHARS = 32
 
@@ -45,6 +46,10 @@ class MeasurementRow(_Wire):
     verified_at: Time | None = None
     corpus: str = Field(min_length=1, max_length=32)
     scoring_version: str = Field(min_length=5, max_length=16, pattern=r"^\d+\.\d+\.\d+$")
+    # the run's bpb over equal stretches of the stream (what the dethrone rule's noise term
+    # pairs between two runs): every validator then ranks with the same noise, not only
+    # those that scored both runs themselves
+    stream_parts: list[Score] | None = Field(None, min_length=3, max_length=MAX_STREAM_PARTS)
 
 
 class MeasurementsPage(_Wire):

@@ -87,10 +87,16 @@ def _v8_record_steps(conn: Connection) -> None:
             record=record.model_dump(mode="json"), steps=record.steps_blob()))
 
 
+def _v9_peer_stream_parts(conn: Connection) -> None:
+    """Peers' measurements keep the run's stream parts (the dethrone rule's noise term)."""
+    if "stream_parts" not in {c["name"] for c in inspect(conn).get_columns("peer_measurements")}:
+        conn.execute(text("ALTER TABLE peer_measurements ADD COLUMN stream_parts JSON"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
     _v5_peer_measurements, _v6_verification_plan, _v7_relay_and_equivocations,
-    _v8_record_steps,
+    _v8_record_steps, _v9_peer_stream_parts,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -255,6 +255,8 @@ class PeerMeasurement(Base):
     # a relayed page older than the one stored changes nothing
     page_id: Mapped[int | None] = mapped_column(Integer)
     signed_ns: Mapped[int | None] = mapped_column(BigInteger)
+    # the run's bpb over equal stretches of the stream, as that validator served it
+    stream_parts: Mapped[list[float] | None] = mapped_column(JSON)
 
 
 class AgreementPeer(Base):

@@ -43,9 +43,9 @@ def settings(**agreement) -> Settings:
 
 def add_scored(store: Store, *, name: str, miner: str, block: int, bpb: float,
                verified: bool = True, eligible: bool = True, at: float = LONG_AGO,
-               bundle: Bundle | None = None) -> int:
+               bundle: Bundle | None = None, parts: list[float] | None = None) -> int:
     """A run scored (and its contender replay passed) on this validator; `bundle`: the
-    real bundle it stores (its digest then names the run)."""
+    real bundle it stores (its digest then names the run); `parts`: its stream parts."""
     digest, wire = (digest_of(name), b"x") if bundle is None else (bundle.digest,
                                                                      bundle.to_wire())
     with store.session() as s:
@@ -55,7 +55,8 @@ def add_scored(store: Store, *, name: str, miner: str, block: int, bpb: float,
         s.add(sub)
         s.flush()
         s.add(Score(submission_id=sub.id, bpb=bpb, heldout_delta=0.5, eligible=eligible,
-                    reason=None, corpus="demo", detail={}, created_at=at))
+                    reason=None, corpus="demo",
+                    detail={} if parts is None else {"stream_parts": parts}, created_at=at))
         if verified:
             s.add(Verification(submission_id=sub.id, status="passed", attempts=1,
                                created_at=at + 1, updated_at=at + 1))

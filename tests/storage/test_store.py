@@ -122,7 +122,7 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 8
+        assert s.scalar(text("select version from schema_version")) == LATEST == 9
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
@@ -211,13 +211,15 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
         conn.execute(text("drop table equivocations"))
         conn.execute(text("alter table peer_measurements drop column page_id"))
         conn.execute(text("alter table peer_measurements drop column signed_ns"))
+        conn.execute(text("alter table peer_measurements drop column stream_parts"))
         conn.execute(text("update schema_version set version = 5"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 8
+        assert s.scalar(text("select version from schema_version")) == LATEST == 9
         row = s.scalars(select(PeerMeasurement)).one()
-        assert (row.bpb, row.page_id, row.signed_ns) == (0.99, None, None)
+        assert (row.bpb, row.page_id, row.signed_ns, row.stream_parts) == (
+            0.99, None, None, None)
         row.page_id, row.signed_ns = 3, 2**62  # nanoseconds need 64 bits
         s.add(Equivocation(validator="v", digest="d" * 64, proof={}, signed_ns=2**62,
                            until=1.0, found_at=1.0))
