@@ -155,6 +155,10 @@ class SandboxSettings(Section):
     save_grace_s: float = Field(60.0, gt=0)
     eval_time_s: float = Field(300.0, gt=0)
     cpu_threads: int = Field(2, ge=1)
+    # torch.use_deterministic_algorithms and cuDNN's deterministic flag in every sandbox
+    # (seeds are set either way). The run's stack records it: a replay under the other mode
+    # is not comparable (docs/sandbox.md, "Determinism").
+    deterministic_algorithms: bool = True
     docker_image: str = "prism-challenge:latest"
     gpus: list[str] = Field(default_factory=list)
 

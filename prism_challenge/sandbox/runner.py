@@ -256,6 +256,8 @@ class Runner:
         threads = str(self.settings.sandbox.cpu_threads)
         return minimal_env({"PRISM_SEED": str(self.settings.challenge.seed),
                             "PRISM_THREADS": threads, "OMP_NUM_THREADS": threads,
+                            "PRISM_DETERMINISTIC": "1" if self.settings.sandbox
+                            .deterministic_algorithms else "0",
                             "TORCHINDUCTOR_COMPILE_THREADS": threads,
                             "PRISM_SCRATCH": "/scratch",
                             "PRISM_SOCKET": "/run/prism/feeder.sock", **extra})

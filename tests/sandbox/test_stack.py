@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import torch
-from sandbox_kit import bundle, digest_of
+from sandbox_kit import bundle, digest_of, tiny_settings
 
 from prism_challenge.sandbox.stack import (
     HARDWARE,
@@ -48,7 +48,8 @@ def test_the_cpu_half_names_the_processor(tmp_path):
     assert hardware(()).devices == (f"cpu: {cpu_model()}",)
 
 
-def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(runner, tmp_path):
+def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(
+        runner, make_runner, tmp_path):
     files = bundle("tiny")
     record = runner.run(files, digest_of(files), tmp_path / "run")
     assert record.exit_reason == "ok", record.exit_detail
@@ -75,6 +76,11 @@ def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(runne
     replay = runner.replay(files, gpu, tmp_path / "replay-gpu")
     assert f"devices Example GPU 9000 -> {'+'.join(stack.devices)}" in replay.incomparable
     assert replay.train_s == 0.0 and not (tmp_path / "replay-gpu").exists()
+    # a validator that turned the deterministic algorithms off computes on another stack
+    loose = make_runner(tiny_settings(deterministic_algorithms=False))
+    replay = loose.replay(files, record, tmp_path / "replay-loose")
+    assert "deterministic True -> False" in replay.incomparable
+    assert replay.batches_compared == 0
     # the same stack still replays and passes
     same = runner.replay(files, record, tmp_path / "replay-same")
     assert same.incomparable is None

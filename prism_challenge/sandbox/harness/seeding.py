@@ -7,13 +7,17 @@ import random
 
 
 def make_deterministic(seed: int, threads: int) -> None:
+    """Seeds always; torch's deterministic algorithms and cuDNN's deterministic flag unless
+    the validator turned them off (`PRISM_DETERMINISTIC=0`, `sandbox.deterministic_algorithms`).
+    cuDNN autotuning stays off either way: it picks kernels by timing, run by run."""
     import torch
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    strict = os.environ.get("PRISM_DETERMINISTIC", "1") != "0"
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(strict, warn_only=True)
     torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.deterministic = strict
     seed_everything(seed)
 
 
