@@ -147,17 +147,30 @@ def _python() -> str:
     return sys.executable
 
 
+LAUNCH = "prism_challenge.sandbox.harness.launch"
+WORKER = "prism_challenge.sandbox.harness.train_main"
+
+
 def launcher_args(nproc: int) -> tuple[str, ...]:
+    """How training's ranks are started: torchrun for several, the harness's direct start
+    with torchrun's environment for one (`harness/launch.py`)."""
+    if nproc == 1:
+        return (LAUNCH, "--single")
     return ("torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}")
 
 
+def launch_argv(nproc: int, worker: Sequence[str]) -> tuple[str, ...]:
+    """The train sandbox's command line for `worker` (an argv) on `nproc` ranks. Several
+    ranks start under torchrun (the same environment contract and a loopback rendezvous),
+    run through `launch`, which ends it without the interpreter's teardown; one rank is
+    started directly by `launch --single` with the environment torchrun would give it."""
+    if nproc == 1:
+        return (_python(), "-m", *launcher_args(1), *worker)
+    return (_python(), "-m", LAUNCH, *launcher_args(nproc)[1:], "--no-python", *worker)
+
+
 def train_argv(nproc: int) -> tuple[str, ...]:
-    """Training always starts under torchrun (one process too): every rank gets the same
-    environment contract and the same loopback rendezvous. torchrun runs through `launch`,
-    which ends it without the interpreter's teardown."""
-    torchrun_options = launcher_args(nproc)[1:]
-    return (_python(), "-m", "prism_challenge.sandbox.harness.launch", *torchrun_options,
-            "--no-python", _python(), "-m", "prism_challenge.sandbox.harness.train_main")
+    return launch_argv(nproc, (_python(), "-m", WORKER))
 
 
 def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budget:
