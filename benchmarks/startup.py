@@ -9,10 +9,12 @@ the host's load is printed too, since every figure here is wall time on a shared
    (`--standalone --nproc_per_node=1`, what every run paid before) against the same worker
    started by `launch --single` (what a one-rank run does now).
 2. Whole runs of the same bundle through the real runner (feeder, train sandbox, eval
-   sandbox): training started under torchrun against the direct start. `startup` is the
-   record's `startup_s` (train sandbox start to the harness's `ready`: interpreter, torch,
-   launcher, model build), `eval` the eval sandbox's whole life (its start, trained model
-   and twin, probe).
+   sandbox): as before (training under torchrun, the eval sandbox started once training
+   ended), the direct start alone, and now (the direct start, the eval sandbox started with
+   training: `sandbox/early_eval.py`). `startup` is the record's `startup_s` (train sandbox
+   start to the harness's `ready`: interpreter, torch, launcher, model build), `eval` the
+   record's `eval_s` (from the eval sandbox's start, or from the hand-over of its work when
+   it started early, to its end), `whole run` the wall time of `Runner.run`.
 
     .venv/bin/python benchmarks/startup.py [--repeats 3] [--bundle tests/fixtures/sandbox/tiny]
     .venv/bin/python benchmarks/startup.py --smoke     # one repeat of each
@@ -53,7 +55,9 @@ PIECES = {
 
 
 class TorchrunStart(Runner):
-    """The runner, with its one rank started under torchrun (every run before)."""
+    """The runner as before: one rank started under torchrun, the eval sandbox after."""
+
+    early_eval = False
 
     def _train_spec(self, paths, name, deadline_s):
         argv = (PY, "-m", LAUNCH, "--standalone", "--nproc_per_node=1", "--no-python", PY,
@@ -90,7 +94,13 @@ def pieces(work: Path, repeats: int) -> None:
           f"{med['trivial worker, launch --single'] - med['interpreter + import torch']:+.2f} s")
 
 
-def runs(work: Path, bundle: Path, repeats: int) -> tuple[float, float]:
+class LateEval(Runner):
+    """The direct start, with the eval sandbox started once training ended."""
+
+    early_eval = False
+
+
+def runs(work: Path, bundle: Path, repeats: int) -> dict[str, dict[str, float]]:
     source = write_jsonl(work / "docs.jsonl", english_like_documents(400, seed=1))
     prepare_data(small_spec([source]), work / "data")
     settings = Settings(
@@ -101,8 +111,10 @@ def runs(work: Path, bundle: Path, repeats: int) -> tuple[float, float]:
     files = {n: (bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
     digest = hashlib.sha256(b"".join(files.values())).hexdigest()
     runners = {
-        "torchrun": TorchrunStart.from_data(settings, make_backend("bubblewrap"), work / "data"),
-        "single": Runner.from_data(settings, make_backend("bubblewrap"), work / "data"),
+        "before": TorchrunStart.from_data(settings, make_backend("bubblewrap"), work / "data"),
+        "single, eval after": LateEval.from_data(settings, make_backend("bubblewrap"),
+                                                 work / "data"),
+        "now": Runner.from_data(settings, make_backend("bubblewrap"), work / "data"),
     }
     cols = ("startup", "train", "eval", "total")
     got: dict[str, dict[str, list[float]]] = {k: {c: [] for c in cols} for k in runners}
@@ -116,13 +128,13 @@ def runs(work: Path, bundle: Path, repeats: int) -> tuple[float, float]:
             for c, v in zip(cols, (record.startup_s, record.train_s, record.eval_s, total),
                             strict=True):
                 got[label][c].append(v)
-            print(f"  repeat {i} {label:8s}: startup {record.startup_s:.2f} s, train "
+            print(f"  repeat {i} {label:18s}: startup {record.startup_s:.2f} s, train "
                   f"{record.train_s:.2f} s, eval {record.eval_s:.2f} s, whole run {total:.2f} s")
     med = {k: {c: statistics.median(v) for c, v in d.items()} for k, d in got.items()}
     print(f"whole runs, median of {repeats}:      " + "  ".join(f"{c:>8s}" for c in cols))
     for label, m in med.items():
         print(f"  {label:31s}" + "  ".join(f"{m[c]:7.2f}s" for c in cols))
-    return med["torchrun"]["startup"], med["single"]["startup"]
+    return med
 
 
 def main() -> None:
@@ -135,10 +147,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="prism-startup-"))
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     pieces(work, repeats)
-    before, after = runs(work, args.bundle, repeats)
+    med = runs(work, args.bundle, repeats)
+    before, now = med["before"], med["now"]
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"start-up median of {repeats}: torchrun {before:.2f} s, single {after:.2f} s, "
-          f"saved {before - after:+.2f} s per one-rank run")
+    print(f"median of {repeats}: start-up before {before['startup']:.2f} s, now "
+          f"{now['startup']:.2f} s; whole run before {before['total']:.2f} s, now "
+          f"{now['total']:.2f} s ({now['total'] - before['total']:+.2f} s)")
 
 
 if __name__ == "__main__":
