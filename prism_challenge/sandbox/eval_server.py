@@ -75,15 +75,23 @@ class EvalServer:
     snapshot than the last task's is handed out only after the sandbox's /scratch was
     emptied: each held-out task is answered from the final weights and nothing an earlier
     task left on disk. Consecutive tasks of one snapshot keep it (a snapshot is re-trained
-    step by step, and a compiled one keeps its kernels there)."""
+    step by step, and a compiled one keeps its kernels there).
 
-    def __init__(self, socket_path: Path, hello: dict, tasks: Iterator[Task], vocab_size: int,
-                 scratch: Path | None = None) -> None:
+    With `hello` None the server is held: a sandbox started before its run's training ended
+    (`Runner`'s early eval sandbox) waits at its hello, having run nothing but the harness's
+    own start, until `open` hands it its configuration and tasks; `close` before `open`
+    sends it nothing, and it exits."""
+
+    def __init__(self, socket_path: Path, hello: dict | None, tasks: Iterator[Task] | None,
+                 vocab_size: int, scratch: Path | None = None) -> None:
         self.path = Path(socket_path)
         self.scratch = scratch
         self._last: tuple | None = None  # the model of the last task handed out
-        self.hello = hello
-        self.tasks = tasks
+        self.hello: dict | None = None
+        self.tasks: Iterator[Task] = iter(())
+        self._opened = threading.Event()
+        if hello is not None:
+            self.open(hello, tasks if tasks is not None else iter(()))
         self.vocab_size = vocab_size
         self.answers: list[Answer] = []
         self.problems: list[str] = []
@@ -95,6 +103,11 @@ class EvalServer:
         self._server.listen(1)
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
+
+    def open(self, hello: dict, tasks: Iterator[Task]) -> None:
+        """Answer the sandbox's hello with `hello`, then serve `tasks`."""
+        self.hello, self.tasks = hello, tasks
+        self._opened.set()
 
     def _accept(self) -> None:
         try:
@@ -120,6 +133,9 @@ class EvalServer:
             header, payload = protocol.recv(conn, self._limit)
             op = header.get("op")
             if op == "hello":
+                self._opened.wait()
+                if self.hello is None:  # closed before it was opened
+                    return
                 protocol.send(conn, self.hello)
             elif op == "result":
                 self._answer(header, payload)
@@ -170,6 +186,7 @@ class EvalServer:
             self.answers.append(Answer(task, result=result if isinstance(result, dict) else {}))
 
     def close(self) -> None:
+        self._opened.set()  # a held hello is released with nothing: the sandbox exits
         try:
             self._server.close()
         finally:

@@ -37,6 +37,7 @@ from prism_challenge.isolation import (
     SandboxSpec,
     minimal_env,
 )
+from prism_challenge.sandbox.early_eval import EarlyEval
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
@@ -147,17 +148,30 @@ def _python() -> str:
     return sys.executable
 
 
+LAUNCH = "prism_challenge.sandbox.harness.launch"
+WORKER = "prism_challenge.sandbox.harness.train_main"
+
+
 def launcher_args(nproc: int) -> tuple[str, ...]:
+    """How training's ranks are started: torchrun for several, the harness's direct start
+    with torchrun's environment for one (`harness/launch.py`)."""
+    if nproc == 1:
+        return (LAUNCH, "--single")
     return ("torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}")
 
 
+def launch_argv(nproc: int, worker: Sequence[str]) -> tuple[str, ...]:
+    """The train sandbox's command line for `worker` (an argv) on `nproc` ranks. Several
+    ranks start under torchrun (the same environment contract and a loopback rendezvous),
+    run through `launch`, which ends it without the interpreter's teardown; one rank is
+    started directly by `launch --single` with the environment torchrun would give it."""
+    if nproc == 1:
+        return (_python(), "-m", *launcher_args(1), *worker)
+    return (_python(), "-m", LAUNCH, *launcher_args(nproc)[1:], "--no-python", *worker)
+
+
 def train_argv(nproc: int) -> tuple[str, ...]:
-    """Training always starts under torchrun (one process too): every rank gets the same
-    environment contract and the same loopback rendezvous. torchrun runs through `launch`,
-    which ends it without the interpreter's teardown."""
-    torchrun_options = launcher_args(nproc)[1:]
-    return (_python(), "-m", "prism_challenge.sandbox.harness.launch", *torchrun_options,
-            "--no-python", _python(), "-m", "prism_challenge.sandbox.harness.train_main")
+    return launch_argv(nproc, (_python(), "-m", WORKER))
 
 
 def budget_of(stream, seq_len: int, order: LaneOrder, separator_id: int) -> Budget:
@@ -183,6 +197,9 @@ class Runner:
     # A sandbox given GPUs must see CUDA (else the run is the host's fault). Only a fake GPU
     # host, whose device nodes stand in for GPUs that cannot run, turns this off.
     cuda_required = True
+    # A run's eval sandbox starts with its train sandbox and waits at its hello until the
+    # final weights are there (`early_eval.py`); off, it starts once training has ended.
+    early_eval = True
 
     def __init__(self, settings: Settings, backend: IsolationBackend, train, val,
                  *, on_event: Callable[[str], None] | None = None,
@@ -313,6 +330,18 @@ class Runner:
             gpus=len(self.devices()) if self.cuda_required else 0,
         )
 
+    def _early_eval(self, paths: RunPaths, name: str, plan: FeederPlan,
+                    cancel: threading.Event) -> EarlyEval | None:
+        """This run's eval sandbox, started now to wait for its work (`early_eval.py`); it
+        may wait as long as the train sandbox may run."""
+        if not self.early_eval:
+            return None
+        server = EvalServer(paths.sock / "eval.sock", None, None, self.vocab_size,
+                            scratch=paths.eval_scratch)
+        train_wall = self._train_spec(paths, name, plan.deadline_s).limits.wall_s
+        return EarlyEval(self.backend, self._eval_spec(paths, name), server,
+                         wait_limit_s=train_wall, cancel=cancel)
+
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
                replay: ReplayPlan | None = None) -> tuple[Feeder, SandboxResult]:
         feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay)
@@ -336,12 +365,19 @@ class Runner:
         return feeder, result
 
     def _eval(self, paths: RunPaths, name: str, tasks: Iterator[Task], precision: str,
-              cancel: threading.Event, *, phase: str = HELDOUT, positions: int | None = None
-              ) -> tuple[EvalServer, SandboxResult]:
+              cancel: threading.Event, *, phase: str = HELDOUT, positions: int | None = None,
+              early: EarlyEval | None = None) -> tuple[EvalServer, SandboxResult]:
         c = self.settings.challenge
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
+        if early is not None:  # started with training; its work is handed over now
+            early.open(hello, tasks, lambda: self.on_progress(
+                _eval_progress(phase, list(early.server.answers), positions)))
+            result = early.wait()
+            if cancel.is_set():
+                raise Cancelled("the validator is shutting down")
+            return early.server, result
         server = EvalServer(paths.sock / "eval.sock", hello, tasks, self.vocab_size,
                             scratch=paths.eval_scratch)
 
@@ -378,8 +414,19 @@ class Runner:
         name = f"prism-{digest[:12]}"
         secret = secrets.token_bytes(32)
         self.on_event("training in the sandbox")
-        feeder, train_result = self._train(paths, name, self._feeder_plan(secret, early_stop),
-                                           cancel)
+        plan = self._feeder_plan(secret, early_stop)
+        early = self._early_eval(paths, name, plan, cancel)
+        try:
+            return self._run(paths, name, digest, secret, plan, early_stop, heldout_round,
+                             cancel, early)
+        finally:
+            if early is not None:
+                early.abandon()
+
+    def _run(self, paths: RunPaths, name: str, digest: str, secret: bytes, plan: FeederPlan,
+             early_stop: EarlyStopPlan | None, heldout_round: HeldOutRound,
+             cancel: threading.Event, early: EarlyEval | None) -> RunRecord:
+        feeder, train_result = self._train(paths, name, plan, cancel)
         batches = feeder.reported()
         finish = feeder.state.finishes.get(0)
         exit_reason, exit_detail = _exit_of(train_result, feeder)
@@ -391,7 +438,8 @@ class Runner:
         if axes is not None:  # rows per step as the feeder served them, not as asked
             axes.batch_size = step_rows([len(b.rows) for b in batches])
         self.on_event("evaluating the final weights and the random-init twin (held out)")
-        evals, eval_s = self._evaluate(paths, name, axes, secret, [heldout_round], cancel)
+        evals, eval_s = self._evaluate(paths, name, axes, secret, [heldout_round], cancel,
+                                       early=early)
         eval_result = evals[0]
         c = self.settings.challenge
         consumed = Consumed(rows=sum(len(b.rows) for b in batches),
@@ -420,7 +468,8 @@ class Runner:
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
                   secret: bytes, rounds: Sequence[HeldOutRound], cancel: threading.Event,
-                  twin: bool = True) -> tuple[list[EvalResult], float]:
+                  twin: bool = True, early: EarlyEval | None = None
+                  ) -> tuple[list[EvalResult], float]:
         """Held-out bpb of the trained model and its twin, target-absent; causality screen.
 
         Each held-out plan is a round's (a function of its secret and the data version); the
@@ -448,7 +497,8 @@ class Runner:
 
         precision = axes.precision if axes else "fp32"
         server, result = self._eval(paths, name, tasks(), precision, cancel,
-                                    positions=sum(p.count for p in plans) * len(models))
+                                    positions=sum(p.count for p in plans) * len(models),
+                                    early=early)
         out = []
         for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
             ev = self._eval_result(plan, k, server.answers, trained, result, server.problems,

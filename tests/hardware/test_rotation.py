@@ -108,7 +108,7 @@ def test_a_bad_device_takes_its_slot_out_and_the_run_completes_on_another(node, 
     assert record["exit_reason"] == "ok"
     assert record["placement"] == {
         "slot": 1, "node": None, "gpus": [uuid(1)], "cpus": [1],
-        "launcher": "torch.distributed.run --standalone --nproc_per_node=1"}
+        "launcher": "prism_challenge.sandbox.harness.launch --single"}
     text = n.metrics(live_server)
     assert f'prism_slot_in_rotation{{cpus="0",gpus="{uuid(0)}",slot="0"}} 0.0' in text
     assert f'prism_slot_in_rotation{{cpus="1",gpus="{uuid(1)}",slot="1"}} 1.0' in text

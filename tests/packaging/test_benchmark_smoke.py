@@ -101,6 +101,13 @@ def _registry_sim(out: str) -> None:
     assert float(total) > 0
 
 
+def _startup(out: str) -> None:
+    numbers = _last(out, r"median of 1: start-up before ([\d.]+) s, now ([\d.]+) s; whole run "
+                         r"before ([\d.]+) s, now ([\d.]+) s")
+    assert all(float(x) > 0 for x in numbers)  # speed is reported, never asserted
+    assert "trivial worker, launch --single" in out and "whole runs, median of 1" in out
+
+
 def _data_throughput(out: str) -> None:
     tok, reader = _last(out, r"tokenizer ([\d.]+) MB/s, reader \(slowest\) ([\d.]+) M tokens/s")
     assert float(tok) > 0 and float(reader) > 0  # speed is reported, never asserted
@@ -116,6 +123,7 @@ SMOKES = {
     "intake_bench.py": ((), _intake_bench),
     "scoring_bench.py": ((), _scoring_bench),
     "dashboard_speed.py": ((), _dashboard_speed),
+    "startup.py": ((), _startup),
     "registry_sim.py": ((), _registry_sim),
     "data_throughput.py": ((), _data_throughput),
 }
@@ -129,7 +137,6 @@ NOT_YET = {
     "verification_cost.py": "smoke mode added by its owner",
     # Each of these trains in the sandbox (or needs a GPU, or a node under load for minutes):
     # a smoke mode is one run at the smallest config; not written yet.
-    "torchrun_startup.py": "no smoke mode yet",
     "harness_overhead.py": "no smoke mode yet",
     "cluster_overhead.py": "no smoke mode yet",
     "early_stop.py": "no smoke mode yet",

@@ -21,6 +21,13 @@ MAX_INPUT_BYTES = 1 << 28
 
 
 def main() -> int:
+    # torch first: the sandbox may start while its run still trains, and its hello is answered
+    # only when the final weights are there (sandbox/early_eval.py), so this import overlaps
+    # training. Nothing touches CUDA before the hello (a context would hold memory on the
+    # GPU the run trains on), and nothing of the miner's is imported before it either.
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.environ["PRISM_SOCKET"])
     protocol.send(sock, {"op": "hello"})
