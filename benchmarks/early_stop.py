@@ -20,6 +20,10 @@
 Budget saved = rows never trained of all challengers / all challengers' budget rows.
 
     .venv/bin/python benchmarks/early_stop.py [--record] [--steps 120] [--seq-len 64]
+    .venv/bin/python benchmarks/early_stop.py --smoke [--data DIR]  # baseline, 12 steps x32
+
+The smoke records one curve (examples/baseline) afresh into a temporary file, and stops
+with an error when early stop stops a future leader.
 
 Last line: `early stop: budget saved XX.X%, future leaders stopped N`.
 """
@@ -44,7 +48,8 @@ BUNDLES = sorted(p for d in ("examples", "tests/fixtures/honest")
 BATCH_ROWS = 16
 
 
-def record_curves(path: Path, steps: int, seq_len: int) -> dict:
+def record_curves(path: Path, steps: int, seq_len: int, bundles: list[Path] = BUNDLES,
+                  data: Path | None = None) -> dict:
     """Run every bundle once in the sandbox; keep each batch's position, tokens, bytes and
     nats (what the feeder counted)."""
     from prism_challenge.config import Settings
@@ -54,17 +59,19 @@ def record_curves(path: Path, steps: int, seq_len: int) -> dict:
     from prism_challenge.sandbox.runner import Runner
 
     work = Path(tempfile.mkdtemp(prefix="prism-early-stop-"))
-    source = write_jsonl(work / "docs.jsonl", english_like_documents(850, seed=0))
-    prepare_data(small_spec([source]), work / "data")
+    if data is None:
+        source = write_jsonl(work / "docs.jsonl", english_like_documents(850, seed=0))
+        data = work / "data"
+        prepare_data(small_spec([source]), data)
     settings = Settings(
         challenge={"seq_len": seq_len, "token_budget": seq_len * BATCH_ROWS * steps,
                    "deadline_s": 600.0},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0, "eval_time_s": 300.0},
         scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
     )
-    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
+    runner = Runner.from_data(settings, make_backend("bubblewrap"), data)
     curves = {}
-    for bundle in BUNDLES:
+    for bundle in bundles:
         files = {n: (bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
         t0 = time.monotonic()
         rec = runner.run(files, hashlib.sha256(b"".join(files.values())).hexdigest(),
@@ -178,6 +185,10 @@ def main() -> None:
                     help="override scoring.early_stop.max_gain")
     ap.add_argument("--checkpoints", type=lambda s: [float(x) for x in s.split(",")],
                     default=None, help="override scoring.early_stop.checkpoints, e.g. 0.1,0.5")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="a prepared data folder to record on; default: a corpus built here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="record examples/baseline alone, 12 steps of 16x32, afresh")
     args = ap.parse_args()
     from prism_challenge.config import Settings
     from prism_challenge.sandbox.early_stop import (
@@ -187,8 +198,11 @@ def main() -> None:
         replay_curve,
     )
 
-    if args.record or not args.curves.exists():
-        data = record_curves(args.curves, args.steps, args.seq_len)
+    if args.smoke:
+        curves_file = Path(tempfile.mkdtemp(prefix="prism-early-stop-")) / "curves.json"
+        data = record_curves(curves_file, 12, 32, [ROOT / "examples" / "baseline"], args.data)
+    elif args.record or not args.curves.exists():
+        data = record_curves(args.curves, args.steps, args.seq_len, data=args.data)
     else:
         data = json.loads(args.curves.read_text())
     settings = Settings().scoring
@@ -237,6 +251,9 @@ def main() -> None:
     print(f"{len(pool)} challengers: {losers} lose, {winners} would take the lead")
     print(f"early stop: budget saved {100 * saved / len(pool):.1f}%, "
           f"future leaders stopped {wrong}")
+    if args.smoke and (wrong or not losers or not saved):
+        sys.exit(f"early_stop smoke: {wrong} future leaders stopped, {losers} losers, budget "
+                 f"saved {saved:.2f} challengers' worth: early stop no longer does its job")
 
 
 if __name__ == "__main__":

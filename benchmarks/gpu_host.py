@@ -15,6 +15,10 @@ to first batch, eval sandbox), saying the GPU figures are unmeasured.
                                   [--seq-len 256] [--nproc 1] [--data prism-data/data]
     python benchmarks/gpu_host.py --bundle benchmarks/bundles/gpt100m --seq-len 1024 \
                                   --steps 100 --data prism-data/data   # ~92M params, bf16
+    python benchmarks/gpu_host.py --smoke [--data DIR]   # 8 steps of 16x32, same path
+
+The replay must pass (it stops the script otherwise). Last line:
+`gpu_host: N run(s) ok on <GPUs or this CPU>, start-up X s, replay passed`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness_overhead import WARMUP, _bare, per_step
+from harness_overhead import SMOKE_SCORING, WARMUP, _bare, per_step
 
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
@@ -103,6 +107,7 @@ def _data(args, work: Path, budget_rows: int) -> Path:
 
 
 def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: Path) -> None:
+    """Replay `record` on the same stack; the verdict must pass (the script stops if not)."""
     on = runner.on_slot(slot) if slot is not None else runner
     replay = on.replay(files, record, work / "replay")
     result = verdict(replay, runner.settings.verification)
@@ -110,6 +115,8 @@ def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: P
           f"{replay.batches_compared}, max rel diff {replay.batch_max_rel_diff:.2e}; probes "
           f"{replay.probes.compared}, snapshots {replay.snapshots.compared}) "
           f"{'; '.join(result.reasons)[:300]}")
+    if not result.passed:
+        sys.exit("gpu_host: the replay of an honest run on the same stack failed")
 
 
 def main() -> None:
@@ -122,7 +129,11 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None,
                     help="a prepared data folder (e.g. the demo corpus at prism-data/data); "
                          "default: a synthetic corpus built here")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"{WARMUP + 3} steps of 16x32: the same path at the smallest size")
     args = ap.parse_args()
+    if args.smoke:
+        args.steps, args.batch, args.seq_len = WARMUP + 3, 16, 32
     gpus, why = _usable_gpus()
     budget_rows = args.steps * args.batch
     settings = Settings(
@@ -130,6 +141,7 @@ def main() -> None:
                    "deadline_s": 1800.0, "param_cap": PARAM_CAP},
         sandbox={"nproc_per_node": args.nproc, "cpu_threads": 2, "memory_bytes": 32 * 2**30,
                  "disk_bytes": 8 * 2**30, "save_grace_s": 60.0},
+        scoring=SMOKE_SCORING if args.smoke else {},
     )
     work = Path(tempfile.mkdtemp(prefix="prism-gpu-host-"))
     data = _data(args, work, budget_rows)
@@ -147,6 +159,8 @@ def main() -> None:
               f"{record.train_s:.2f} s, eval sandbox {record.eval_s:.2f} s; stack "
               f"{record.stack.model_dump(exclude_none=True) if record.stack else None}")
         _replay(runner, None, files, record, work)
+        print(f"gpu_host: 1 run(s) ok on this CPU, start-up {record.startup_s:.2f} s, "
+              "replay passed")
         return
     slots = plan_slots(settings, gpus, host_cpus())
     health = HealthCheck(settings, backend, work / "health")
@@ -160,15 +174,17 @@ def main() -> None:
           f"{args.steps} steps of {args.batch}x{args.seq_len}")
     (one,) = _runs(runner, slots[:1], files, work, "k=1  ")
     _replay(runner, slots[0], files, one, work)
-    _runs(runner, slots, files, work, f"k={len(slots)}  ")
+    every = _runs(runner, slots, files, work, f"k={len(slots)}  ")
     if one.summary.count < WARMUP + 2:
         sys.exit("too few steps for a per-step figure; raise --steps")
     harness_step = per_step(one.columns.t[one.columns.rank == 0].tolist())
     stream = TokenStream.open(data, "train")
     bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
-    bare_step = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
+    bare_step, _ = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
     print(f"per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness {harness_step * 1e3:.2f} "
           f"ms; ratio harness/bare = {harness_step / bare_step:.3f}")
+    print(f"gpu_host: {1 + len(every)} run(s) ok on {len(gpus)} GPU(s), start-up "
+          f"{one.startup_s:.2f} s, replay passed")
 
 
 if __name__ == "__main__":

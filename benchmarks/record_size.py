@@ -4,6 +4,7 @@ figures per step, one kept loss a step), in the record format before version 3 (
 the packed per-step columns in a blob beside it).
 
     .venv/bin/python benchmarks/record_size.py --steps 10000 100000 1000000
+    .venv/bin/python benchmarks/record_size.py --smoke   # 2,000 and 20,000 steps
 
 Per step count and format: the bytes of the record's JSON (what the store's `record`
 column, pages, start-up and peers read), the bytes of the per-step blob (read only by
@@ -54,6 +55,17 @@ def old_json(record: RunRecord) -> str:
     return json.dumps(raw, separators=(",", ":"))
 
 
+def check_round_trip(record: RunRecord, text: str, blob: bytes) -> None:
+    """The stored JSON and blob read back into the same per-step columns and summary."""
+    raw = json.loads(text)
+    raw["steps"] = blob
+    back = RunRecord.model_validate(raw)
+    if back.summary != record.summary or not all(
+            np.array_equal(getattr(back.columns, f), getattr(record.columns, f))
+            for f in ("step", "offset_row", "tokens", "bytes", "nats", "t")):
+        sys.exit("record_size: the record did not read back as it was written")
+
+
 def _load(path: str, blob: str | None) -> None:
     with open(path) as fh:
         raw = json.load(fh)
@@ -77,16 +89,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--old-max", type=int, default=100_000)
+    ap.add_argument("--smoke", action="store_true",
+                    help="2,000 and 20,000 steps (the old format at 2,000); checks each "
+                         "record reads back and that the JSON stays bounded")
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--blob", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.load:
         return _load(args.load, args.blob)
+    if args.smoke:
+        args.steps, args.old_max = [2_000, 20_000], 2_000
+    sizes: dict[int, int] = {}
     with tempfile.TemporaryDirectory(prefix="prism-record-") as tmp:
         for steps in args.steps:
             record = build(steps)
             new_path, blob_path = os.path.join(tmp, "new.json"), os.path.join(tmp, "steps.npz")
             text, blob = record.model_dump_json(), record.steps_blob()
+            check_round_trip(record, text, blob)
+            sizes[steps] = len(text)
             with open(new_path, "w") as fh:
                 fh.write(text)
             with open(blob_path, "wb") as fh:
@@ -105,6 +125,13 @@ def main() -> None:
             else:
                 line += " | old format not built (--old-max)"
             print(line, flush=True)
+    if args.smoke:
+        small, large = (sizes[n] for n in args.steps)
+        growth = large / small
+        if not 0 < growth < 1.5:  # ten times the steps: the JSON must not follow them
+            sys.exit(f"record_size: the JSON grew {growth:.2f}x for 10x the steps")
+        print(f"record_size smoke: JSON {small / 1e3:.1f} kB at {args.steps[0]:,} steps, "
+              f"{large / 1e3:.1f} kB at {args.steps[1]:,} (x{growth:.2f}); records read back")
 
 
 if __name__ == "__main__":

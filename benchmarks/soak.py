@@ -20,7 +20,11 @@ store is checked:
 
 Run (about duration + drain minutes; nice it on a shared machine):
     nice -n 10 .venv/bin/python benchmarks/soak.py --duration 420 --drain 600
-The last line is `soak: accepted N, scored once N, lost 0, double 0, 5xx 0, peak rss X MB`.
+    .venv/bin/python benchmarks/soak.py --smoke [--data DIR]   # 15 s of load, kills 2-5 s apart
+The last line is `soak: accepted N, scored once N, lost 0, double 0, 5xx 0, peak rss X MB,
+kills K`. The smoke (one honest bundle of 3 steps, the rest refused before any sandbox)
+stops with an error unless the validator was killed at least once and every accepted
+submission settled exactly once with no 5xx.
 """
 
 from __future__ import annotations
@@ -156,12 +160,15 @@ def supervise(config: Path, control: Path, kill_min: float, kill_max: float, see
 # ---- the node and its load ----------------------------------------------------------------
 
 
-def prepare_node(work: Path, port: int, hotkeys: dict[str, str]) -> Path:
+def prepare_node(work: Path, port: int, hotkeys: dict[str, str], steps: int = 12,
+                 data: Path | None = None) -> Path:
     from prism_challenge.data import prepare_data
     from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
 
-    source = write_jsonl(work / "source" / "docs.jsonl", english_like_documents(850, seed=0))
-    prepare_data(small_spec([source]), work / "data")
+    if data is None:
+        source = write_jsonl(work / "source" / "docs.jsonl", english_like_documents(850, seed=0))
+        data = work / "data"
+        prepare_data(small_spec([source]), data)
     registered = [h for name, h in hotkeys.items() if name not in ("stranger", "validator")]
     (work / "metagraph.json").write_text(json.dumps({"hotkeys": registered, "block": 1}))
     doc = {
@@ -170,8 +177,8 @@ def prepare_node(work: Path, port: int, hotkeys: dict[str, str]) -> Path:
                   "local_ledger": str(work / "local-chain.db")},
         "wallet": {"name": "validator", "hotkey": "default", "path": str(work / "wallets")},
         "storage": {"url": f"sqlite:///{work / 'prism.db'}"},
-        "data": {"root": str(work / "data")},
-        "challenge": {"seq_len": 32, "token_budget": 32 * 8 * 12, "deadline_s": 30},
+        "data": {"root": str(data.resolve())},
+        "challenge": {"seq_len": 32, "token_budget": 32 * 8 * steps, "deadline_s": 30},
         "scoring": {"heldout_positions": 256, "heldout_cuts_per_row": 4},
         "sandbox": {"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
         "validator": {"poll_s": 0.2, "epoch_s": 5, "work_dir": str(work / "runs")},
@@ -322,9 +329,18 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=2.0, help="seconds between uploads")
     parser.add_argument("--honest-every", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="a prepared data folder; default: a synthetic corpus built here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="15 s of load, kills 2-5 s after start, one honest bundle of 3 "
+                             "steps; fails unless every accepted submission settled once")
     parser.add_argument("--supervise", nargs=2, metavar=("CONFIG", "CONTROL"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
+    steps = 12
+    if args.smoke:
+        steps, args.duration, args.drain = 3, 15, 300  # 24 rows: a step may take 11
+        args.kill_min, args.kill_max, args.pace, args.honest_every = 2, 5, 1.0, 1e9
     if args.supervise:
         supervise(Path(args.supervise[0]), Path(args.supervise[1]), args.kill_min,
                   args.kill_max, args.seed)
@@ -338,7 +354,7 @@ def main() -> None:
     wallets = {n: bittensor.Wallet(name=n, hotkey="default", path=str(work / "wallets"))
                for n in names}
     port = free_port()
-    config = prepare_node(work, port, hotkeys)
+    config = prepare_node(work, port, hotkeys, steps, args.data)
     url = f"http://127.0.0.1:{port}"
     print(f"soak: work dir {work}, validator {url}, load {args.duration:.0f} s, kills every "
           f"{args.kill_min:.0f}-{args.kill_max:.0f} s", flush=True)
@@ -363,16 +379,26 @@ def main() -> None:
     supervisor.wait(300)
     sup = json.loads((work / "supervisor.json").read_text())
     found = audit(work / "prism.db", load.accepted)
+    left = orphans(work)
     print(f"soak: {drained_s:.0f} s in all; validator killed {sup['kills']} times, started "
           f"{sup['starts']} times, {sup['unexpected_exits']} unexpected exits, final exit "
-          f"status {sup['final_exit']}; {orphans(work)} processes left behind")
+          f"status {sup['final_exit']}; {left} processes left behind")
     print("soak: answers " + ", ".join(f"{k} x{v}" for k, v in sorted(load.answers.items())))
     print("soak: outcomes " + ", ".join(f"{k} x{v}" for k, v in sorted(found["outcomes"].items())))
     print(f"soak: rows without a receipt {len(found['unacknowledged'])}, uploads still "
           f"unanswered {len(load.retry)}")
     print(f"soak: accepted {len(load.accepted)}, scored once {found['once']}, lost "
           f"{found['lost']}, double {found['double']}, 5xx "
-          f"{load.server_errors}, peak rss {sup['peak_rss_kb'] / 1024:.0f} MB")
+          f"{load.server_errors}, peak rss {sup['peak_rss_kb'] / 1024:.0f} MB, kills "
+          f"{sup['kills']}")
+    if args.smoke:
+        kinds = set(load.accepted.values())
+        broken = (found["once"] != len(load.accepted) or found["lost"] or found["double"]
+                  or load.server_errors or not sup["kills"] or "honest" not in kinds
+                  or found["outcomes"].get("honest->scored", 0) < 1 or load.retry or left)
+        if broken:
+            sys.exit("soak smoke: the validator lost, doubled or failed a submission, left "
+                     "processes behind, was never killed, or scored no honest bundle")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ Then the validator's peak resident memory while a run floods `ctx.log`, against 
 
     .venv/bin/python benchmarks/verification_cost.py [--steps 144 --batch 16 --seq-len 128]
         [--deadline-s 1200]
+    .venv/bin/python benchmarks/verification_cost.py --smoke [--data DIR]  # 8 steps of 16x32
+
+The replay of the honest run must pass and the flood must keep a bounded telemetry (the
+script stops otherwise).
 
 Start-up and evaluation are fixed costs, so the multiples fall as training grows: a real run
 trains for many minutes, so `--steps 1200` is nearer what a validator pays than the default.
@@ -63,7 +67,12 @@ def main() -> None:
     parser.add_argument("--bundle", type=Path, default=ROOT / "examples" / "baseline")
     parser.add_argument("--deadline-s", type=float, default=1200.0,
                         help="the run's deadline; raise it on a loaded machine")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="a prepared data folder; default: a synthetic corpus built here")
+    parser.add_argument("--smoke", action="store_true", help="8 steps of 16x32: same path")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.batch, args.seq_len = 8, 16, 32
 
     from fixture_bundles import bundle
 
@@ -76,18 +85,21 @@ def main() -> None:
     from prism_challenge.verification.verdict import verdict
 
     work = Path(tempfile.mkdtemp(prefix="prism-verify-cost-"))
-    # ~27k tokens per 100 documents, 80% of them in the train split: room for the budget
-    documents = max(4000, args.steps * args.batch * args.seq_len // 150)
-    source = write_jsonl(work / "docs.jsonl", english_like_documents(documents, seed=3))
-    spec = small_spec([source])
-    prepare_data(spec, work / "data")
+    data = args.data or work / "data"
+    if args.data is None:
+        # ~27k tokens per 100 documents, 80% of them in the train split: room for the budget
+        documents = max(4000, args.steps * args.batch * args.seq_len // 150)
+        source = write_jsonl(work / "docs.jsonl", english_like_documents(documents, seed=3))
+        prepare_data(small_spec([source]), data)
     rows = args.steps * args.batch
     settings = Settings(
         challenge={"seq_len": args.seq_len, "token_budget": rows * args.seq_len,
                    "deadline_s": args.deadline_s},
         sandbox={"cpu_threads": 1, "save_grace_s": 30.0},
+        # a smoke's held-out evaluation: the smallest the eval sandbox takes
+        scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4} if args.smoke else {},
     )
-    runner = Runner.from_data(settings, make_backend("bubblewrap"), work / "data")
+    runner = Runner.from_data(settings, make_backend("bubblewrap"), data)
     files = {n: (args.bundle / n).read_bytes() for n in ("architecture.py", "training.py")}
     digest = hashlib.sha256(b"".join(files.values())).hexdigest()
 
@@ -129,8 +141,13 @@ def main() -> None:
     print(f"wall: run {run_wall:.1f} s, replay {replay_wall:.1f} s")
     print(f"validator peak RSS: plain run {plain_mem.peak / 2**20:.0f} MB, telemetry flood "
           f"{flood_mem.peak / 2**20:.0f} MB ({len(flooded.telemetry)} points kept)")
+    if not check.passed:
+        sys.exit("verification_cost: the replay of the honest run failed")
+    if flooded.exit_reason != "ok" or not flooded.telemetry:
+        sys.exit(f"verification_cost: the flood run did not log: {flooded.exit_reason} "
+                 f"{flooded.exit_detail[-300:]}")
     print(f"verification cost: contender {contender:.2f}x, non-contender {non_contender:.2f}x,"
-          f" peak memory {flood_mem.peak / plain_mem.peak:.2f}x")
+          f" peak memory {flood_mem.peak / plain_mem.peak:.2f}x; replay passed")
 
 
 if __name__ == "__main__":

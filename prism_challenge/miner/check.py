@@ -11,6 +11,7 @@ gap is only shown: a few batches say nothing about it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +23,14 @@ from prism_challenge.miner.data import open_local_data
 from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
 from prism_challenge.miner.sandbox_run import run_in_sandbox
 from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.stream_order import LaneOrder
 from prism_challenge.scoring import ScoreResult, score_record
 
 SMOKE_ROWS = 64
 SMOKE_HELDOUT = 128
 INFO_ONLY_GATES = ("gap",)
+# the harness's refusal of a batch over what the smoke budget's stream order allows
+OVER_STEP = re.compile(r"batch_size (\d+) is over the (\d+) rows a step may take per rank")
 
 
 @dataclass
@@ -72,12 +76,44 @@ def check_bundle(bundle: Bundle, settings: Settings, data_root: Path, *,
                                        "running it; fix the failures above first"))
         return report
     record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
+    fitted = rows_for_batch(record, settings)
+    if fitted is not None:  # the smoke budget, not the bundle, was too small: size it
+        report.findings.append(Finding(
+            "smoke budget", "info", f"raised from {record.budget.rows} to {fitted} rows: the "
+            f"bundle's batch needs {fitted} (a step takes fewer rows than the budget's lanes; "
+            f"pass --smoke-rows {fitted} or more to skip the first try)"))
+        smoke = smoke_settings(settings, fitted)
+        data = open_local_data(data_root, smoke)
+        record = run_in_sandbox(bundle, smoke, data, backend=backend, on_event=on_event)
     report.record, report.smoke_rows = record, record.budget.rows
     report.findings += _run_findings(record, smoke) + state_findings(record)
     report.findings += pace_findings(record, settings)
     report.score = score_record(record, smoke.scoring)
     report.findings += _gate_findings(report.score, record)
     return report
+
+
+def smallest_rows(batch_size: int, settings: Settings) -> int | None:
+    """The fewest budget rows whose stream order lets one rank take `batch_size` rows a step
+    (`LaneOrder.max_step_rows` over the configured lanes and ranks); None when no budget
+    does (a step takes fewer rows than the lanes)."""
+    lanes, ranks = settings.challenge.stream_lanes, settings.sandbox.nproc_per_node
+    if batch_size * ranks >= lanes:
+        return None
+    return next(rows for rows in range(1, 2 * lanes + 1)
+                if LaneOrder(rows, lanes).max_step_rows // ranks >= batch_size)
+
+
+def rows_for_batch(record: RunRecord, settings: Settings) -> int | None:
+    """The smoke budget that fits the batch a run was refused for, where the configured
+    budget holds it; None when the run was not refused for its batch (or the full run
+    would refuse it too: then the failure is the bundle's and is reported as it is)."""
+    found = OVER_STEP.search(record.exit_detail or "")
+    if record.exit_reason in ("ok", "budget") or found is None:
+        return None
+    need = smallest_rows(int(found.group(1)), settings)
+    full = settings.challenge.token_budget // settings.challenge.seq_len
+    return need if need is not None and record.budget.rows < need <= full else None
 
 
 def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:

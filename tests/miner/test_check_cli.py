@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from miner_kit import copy_example, prism, prism_in_process
 
 
-def _check(bundle, tiny_config, data_root, *extra):
+def _check(bundle, tiny_config, data_root, *extra, timeout: float = 240):
     return prism("check", str(bundle), "-c", str(tiny_config), "--data-root", str(data_root),
-                 *extra)
+                 *extra, timeout=timeout)
 
 
 def _check_fast(bundle, config, data_root, *extra):
@@ -37,9 +38,14 @@ def test_check_passes_the_example(tiny_config, prepared_data, tmp_path):
     assert "training in the sandbox" in res.stderr
 
 
+@pytest.mark.timeout(600)  # two smoke runs: the first is refused for its batch
 def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_data, tmp_path):
     """docs/security.md B3 + B5: attention that sees the future only in the scored forward's mode
-    (train mode, grad on), causal in eval mode; the probe runs in both modes and catches it."""
+    (train mode, grad on), causal in eval mode; the probe runs in both modes and catches it.
+
+    Also the smoke budget sized to the bundle: 32 rows make 16 lanes of 2 rows, so a step may
+    take 15 and the baseline's batch of 16 would be refused by the smoke budget, not by a
+    validator. The check raises the budget to the fewest rows that fit (33) and says so."""
     bundle = copy_example("baseline", tmp_path / "leaky")
     arch = bundle / "architecture.py"
     text = arch.read_text()
@@ -48,12 +54,15 @@ def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_
     arch.write_text(text.replace(old, (
         "        leak = self.training and torch.is_grad_enabled()\n"
         "        y = F.scaled_dot_product_attention(q, k, v, is_causal=not leak)\n")))
-    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "64")
+    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32", timeout=480)
     assert res.returncode == 1, res.stdout + res.stderr
     assert re.search(r"policy\s+│\s+pass", res.stdout)  # statically fine: only running shows it
-    assert re.search(r"smoke run\s+│\s+pass", res.stdout)  # the run ends; only the probe fails
+    assert re.search(r"smoke budget\s+│\s+info\s+│\s+raised from 32 to 33 rows: the bundle's "
+                     r"batch needs 33 .*--smoke-rows 33", res.stdout)
+    # the run ends; only the probe fails
+    assert re.search(r"smoke run\s+│\s+pass\s+│\s+33/33 rows consumed in 3 batches", res.stdout)
     assert re.search(r"gate causality\s+│\s+FAIL\s+│\s+causality:", res.stdout)
-    assert "smoke run of 64 rows" in res.stdout
+    assert "smoke run of 33 rows" in res.stdout and "batch_size 16 is over" not in res.stdout
     assert re.search(r"FAIL: \d+ check\(s\) failed", res.stdout)
 
 
@@ -115,3 +124,17 @@ def test_a_model_of_the_wrong_type_is_reported_once(tiny_config, prepared_data, 
     assert len(failed) == 1 and "smoke run" in failed[0], res.stdout
     assert "exit contract" in failed[0] and "build_model" in res.stdout
     assert "FAIL: 1 check(s) failed" in res.stdout
+
+
+def test_smallest_smoke_budget_matches_the_stream_order():
+    """The fewest rows for a batch, against the stream order's own step limit."""
+    from prism_challenge.config import Settings
+    from prism_challenge.miner.check import smallest_rows
+    from prism_challenge.sandbox.stream_order import LaneOrder
+
+    settings = Settings(challenge={"stream_lanes": 256}, sandbox={"nproc_per_node": 2})
+    for batch, rows in ((1, 5), (8, 33), (16, 65), (127, 509)):
+        assert smallest_rows(batch, settings) == rows
+        assert LaneOrder(rows, 256).max_step_rows // 2 >= batch
+        assert LaneOrder(rows - 1, 256).max_step_rows // 2 < batch
+    assert smallest_rows(128, settings) is None  # 2 ranks x 128 rows: more than 255 lanes

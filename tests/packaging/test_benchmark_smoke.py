@@ -113,7 +113,54 @@ def _data_throughput(out: str) -> None:
     assert float(tok) > 0 and float(reader) > 0  # speed is reported, never asserted
 
 
-# script -> (extra arguments, check of its output)
+def _record_size(out: str) -> None:
+    small, large, growth = _last(out, r"record_size smoke: JSON ([\d.]+) kB at 2,000 steps, "
+                                      r"([\d.]+) kB at 20,000 \(x([\d.]+)\); records read back")
+    assert 0 < float(small) <= float(large) and float(growth) < 1.5  # the JSON stays bounded
+
+
+def _harness_overhead(out: str) -> None:
+    ratio, steps = _last(out, r"per-step ratio harness/bare = ([\d.]+) median of 1 .*; both "
+                              r"sides (\d+) steps")
+    assert steps == "8" and 0 < float(ratio) < float("inf")
+
+
+def _cluster_overhead(out: str) -> None:
+    (seconds,) = _last(out, r"ray overhead: ([\d.]+) s per evaluation; same scored nats: yes")
+    assert float(seconds) >= 0
+
+
+def _early_stop(out: str) -> None:
+    saved, stopped = _last(out, r"early stop: budget saved ([\d.]+)%, future leaders stopped "
+                                r"(\d+)")
+    assert stopped == "0" and 0 < float(saved) <= 100
+
+
+def _gpu_host(out: str) -> None:
+    runs, where, startup = _last(out, r"gpu_host: (\d+) run\(s\) ok on (.+), start-up "
+                                      r"([\d.]+) s, replay passed")
+    assert int(runs) >= 1 and float(startup) > 0
+    assert where == "this CPU" or "GPU" in where
+
+
+def _soak(out: str) -> None:
+    accepted, once, lost, double, errors, rss, kills = _last(
+        out, r"soak: accepted (\d+), scored once (\d+), lost (\d+), double (\d+), 5xx "
+             r"(\d+), peak rss (\d+) MB, kills (\d+)")
+    assert int(accepted) >= 1 and once == accepted
+    assert (lost, double, errors) == ("0", "0", "0") and int(rss) > 0 and int(kills) >= 1
+
+
+def _verification_cost(out: str) -> None:
+    contender, plain, memory = _last(out, r"verification cost: contender ([\d.]+)x, "
+                                          r"non-contender ([\d.]+)x, peak memory ([\d.]+)x; "
+                                          r"replay passed")
+    assert float(contender) > float(plain) >= 1.0 and float(memory) > 0
+
+
+# script -> (extra arguments, check of its output); DATA stands for the session's prepared
+# data (`prepared_data`), which every smoke that trains shares instead of building its own
+DATA = object()
 SMOKES = {
     "chain_faults.py": ((), _chain_faults),
     "score_noise.py": ((), _score_noise),
@@ -126,31 +173,33 @@ SMOKES = {
     "startup.py": ((), _startup),
     "registry_sim.py": ((), _registry_sim),
     "data_throughput.py": ((), _data_throughput),
+    "record_size.py": ((), _record_size),
+    # each of these trains in the real sandbox at its smallest budget (seconds of training;
+    # the sandboxes' start-up is most of their time)
+    "harness_overhead.py": (("--data", DATA), _harness_overhead),
+    "cluster_overhead.py": (("--data", DATA), _cluster_overhead),
+    "early_stop.py": (("--data", DATA), _early_stop),
+    "gpu_host.py": (("--data", DATA), _gpu_host),
+    "soak.py": (("--data", DATA), _soak),
+    "verification_cost.py": (("--data", DATA), _verification_cost),
 }
 COVERED_ELSEWHERE = {
     "baseline_vs_compressors.py": "test_compressor_benchmark_compares_the_runs_own_bytes",
     "catch_sim.py": "a module with no main: probe_catch_rate.py --schedule runs it",
 }
 # Scripts without a smoke mode yet, with the reason; each is a skipped case below.
-NOT_YET = {
-    "record_size.py": "smoke mode added by its owner",
-    "verification_cost.py": "smoke mode added by its owner",
-    # Each of these trains in the sandbox (or needs a GPU, or a node under load for minutes):
-    # a smoke mode is one run at the smallest config; not written yet.
-    "harness_overhead.py": "no smoke mode yet",
-    "cluster_overhead.py": "no smoke mode yet",
-    "early_stop.py": "no smoke mode yet",
-    "gpu_host.py": "no smoke mode yet",
-    "soak.py": "no smoke mode yet",
-}
+NOT_YET: dict[str, str] = {}
 
 
-@pytest.mark.timeout(900)  # score_noise's smoke trains once in the sandbox: minutes when loaded
+@pytest.mark.timeout(900)  # the smokes that train in the sandbox: minutes when loaded
 @pytest.mark.parametrize("script", sorted(SMOKES) + sorted(NOT_YET))
-def test_benchmark_smoke_mode_holds(script):
+def test_benchmark_smoke_mode_holds(script, request):
     if script in NOT_YET:
         pytest.skip(NOT_YET[script])
     args, check = SMOKES[script]
+    if DATA in args:
+        data = str(request.getfixturevalue("prepared_data"))
+        args = tuple(data if a is DATA else a for a in args)
     check(_smoke(script, *args))
 
 
