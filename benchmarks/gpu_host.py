@@ -15,6 +15,9 @@ to first batch, eval sandbox), saying the GPU figures are unmeasured.
                                   [--seq-len 256] [--nproc 1] [--data prism-data/data]
     python benchmarks/gpu_host.py --bundle benchmarks/bundles/gpt100m --seq-len 1024 \
                                   --steps 100 --data prism-data/data   # ~92M params, bf16
+    python benchmarks/gpu_host.py --deterministic both   # torch's global deterministic mode
+        # on and off side by side: per-step ratios, each mode's same-stack replay, and how
+        # far the two modes' batch losses are apart
     python benchmarks/gpu_host.py --smoke [--data DIR]   # 8 steps of 16x32, same path
 
 The replay must pass (it stops the script otherwise). Last line:
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import sys
 import tempfile
@@ -106,8 +110,10 @@ def _data(args, work: Path, budget_rows: int) -> Path:
     return work / "data"
 
 
-def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: Path) -> None:
-    """Replay `record` on the same stack; the verdict must pass (the script stops if not)."""
+def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: Path,
+            must_pass: bool = True) -> None:
+    """Replay `record` on the same stack and print the verdict; unless `must_pass` is False
+    (a measurement of a mode, not a check), the script stops if it did not pass."""
     on = runner.on_slot(slot) if slot is not None else runner
     replay = on.replay(files, record, work / "replay")
     result = verdict(replay, runner.settings.verification)
@@ -115,7 +121,7 @@ def _replay(runner: Runner, slot: Slot | None, files, record: RunRecord, work: P
           f"{replay.batches_compared}, max rel diff {replay.batch_max_rel_diff:.2e}; probes "
           f"{replay.probes.compared}, snapshots {replay.snapshots.compared}) "
           f"{'; '.join(result.reasons)[:300]}")
-    if not result.passed:
+    if must_pass and not result.passed:
         sys.exit("gpu_host: the replay of an honest run on the same stack failed")
 
 
@@ -129,6 +135,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None,
                     help="a prepared data folder (e.g. the demo corpus at prism-data/data); "
                          "default: a synthetic corpus built here")
+    ap.add_argument("--deterministic", choices=("on", "off", "both"), default="on",
+                    help="torch's global deterministic mode in the sandbox "
+                         "(sandbox.deterministic_algorithms); both: each mode side by side")
     ap.add_argument("--smoke", action="store_true",
                     help=f"{WARMUP + 3} steps of 16x32: the same path at the smallest size")
     args = ap.parse_args()
@@ -140,7 +149,8 @@ def main() -> None:
         challenge={"seq_len": args.seq_len, "token_budget": budget_rows * args.seq_len,
                    "deadline_s": 1800.0, "param_cap": PARAM_CAP},
         sandbox={"nproc_per_node": args.nproc, "cpu_threads": 2, "memory_bytes": 32 * 2**30,
-                 "disk_bytes": 8 * 2**30, "save_grace_s": 60.0},
+                 "disk_bytes": 8 * 2**30, "save_grace_s": 60.0,
+                 "deterministic_algorithms": args.deterministic != "off"},
         scoring=SMOKE_SCORING if args.smoke else {},
     )
     work = Path(tempfile.mkdtemp(prefix="prism-gpu-host-"))
@@ -172,19 +182,36 @@ def main() -> None:
             sys.exit(1)
     print(f"{len(gpus)} GPU(s), {len(slots)} slot(s) of {args.nproc}; bundle {args.bundle}, "
           f"{args.steps} steps of {args.batch}x{args.seq_len}")
-    (one,) = _runs(runner, slots[:1], files, work, "k=1  ")
-    _replay(runner, slots[0], files, one, work)
-    every = _runs(runner, slots, files, work, f"k={len(slots)}  ")
-    if one.summary.count < WARMUP + 2:
-        sys.exit("too few steps for a per-step figure; raise --steps")
-    harness_step = per_step(one.columns.t[one.columns.rank == 0].tolist())
-    stream = TokenStream.open(data, "train")
-    bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
-    bare_step, _ = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
-    print(f"per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness {harness_step * 1e3:.2f} "
-          f"ms; ratio harness/bare = {harness_step / bare_step:.3f}")
-    print(f"gpu_host: {1 + len(every)} run(s) ok on {len(gpus)} GPU(s), start-up "
-          f"{one.startup_s:.2f} s, replay passed")
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.deterministic]
+    firsts: dict[bool, RunRecord] = {}
+    for strict in modes:
+        mode = "deterministic on" if strict else "deterministic off"
+        on = Runner.from_data(settings.model_copy(update={"sandbox": settings.sandbox.model_copy(
+            update={"deterministic_algorithms": strict})}), backend, data)
+        (one,) = _runs(on, slots[:1], files, work, f"{mode} k=1  ")
+        (work / mode.replace(" ", "-")).mkdir(exist_ok=True)
+        _replay(on, slots[0], files, one, work / mode.replace(" ", "-"), must_pass=strict)
+        firsts[strict] = one
+        if strict == modes[0]:
+            every = _runs(on, slots, files, work, f"{mode} k={len(slots)}  ")
+        if one.summary.count < WARMUP + 2:
+            sys.exit("too few steps for a per-step figure; raise --steps")
+        harness_step = per_step(one.columns.t[one.columns.rank == 0].tolist())
+        os.environ["PRISM_DETERMINISTIC"] = "1" if strict else "0"  # the bare loop's flags
+        stream = TokenStream.open(data, "train")
+        bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
+        bare_step, _ = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
+        print(f"{mode}: per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness "
+              f"{harness_step * 1e3:.2f} ms; ratio harness/bare = "
+              f"{harness_step / bare_step:.3f}")
+    if len(firsts) == 2:  # the same training under each mode: how far apart its losses are
+        a, b = firsts[True].columns.nats, firsts[False].columns.nats
+        if len(a) == len(b):
+            rel = abs(a - b) / abs(a).clip(min=1e-12)
+            print(f"modes compared: {int((a == b).sum())} of {len(a)} batch losses identical, "
+                  f"max rel diff {float(rel.max()):.2e}")
+    print(f"gpu_host: {len(modes) + len(every)} run(s) ok on {len(gpus)} GPU(s), start-up "
+          f"{firsts[modes[0]].startup_s:.2f} s, replay passed")
 
 
 if __name__ == "__main__":
