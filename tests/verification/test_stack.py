@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import torch
-from sandbox_kit import bundle, digest_of
 
 from prism_challenge.sandbox.stack import (
     HARDWARE,
@@ -48,10 +47,9 @@ def test_the_cpu_half_names_the_processor(tmp_path):
     assert hardware(()).devices == (f"cpu: {cpu_model()}",)
 
 
-def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(runner, tmp_path):
-    files = bundle("tiny")
-    record = runner.run(files, digest_of(files), tmp_path / "run")
-    assert record.exit_reason == "ok", record.exit_detail
+def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(tiny_run, runner,
+                                                                          tmp_path):
+    files, record, _ = tiny_run
     stack = record.stack
     # the software half as the harness saw it before the miner's code, the hardware half
     # from the host
