@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/chain_faults.py [--epochs 60] [--seed 1] [--smoke]
 
 The real `ChainClient` (bittensor 11's async client, the library's SetWeights intent) and
-`WeightSetter` run against `tests/chain/fake_substrate.py`, which refuses what the pallet
+`WeightSetter` run against `tests/fake_substrate.py`, which refuses what the pallet
 refuses (rate limit, version key, max weight, min allowed weights) and models nonces per
 connection. Each epoch the head advances 25 blocks (tempo and rate limit: 100) and the
 setter offers a plan; on a random third of the epochs one fault is injected before the
@@ -29,8 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "chain"))
-sys.path.insert(0, str(ROOT / "tests" / "intake"))
+sys.path.insert(0, str(ROOT / "tests"))  # the fake chain and its wallets are test kits
 
 
 def main() -> None:
@@ -44,7 +43,7 @@ def main() -> None:
     import tempfile
 
     import bittensor
-    from conftest import make_wallet  # tests/intake: a real keyfile wallet
+    from chain_kit import make_wallet  # a real keyfile wallet
     from fake_substrate import FakeSubstrate, Neuron
 
     from prism_challenge.chain.metagraph import LiveMetagraph

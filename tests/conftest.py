@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from runner_kit import feeder, make_runner, run, runner, tiny_run  # noqa: F401 (fixtures)
 from slow_first import slow_first
 
 from prism_challenge.storage import Store

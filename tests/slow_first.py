@@ -29,6 +29,7 @@ SLOW_FILES = (
     "test_miner_install.py",
     "test_replay_plan.py",
     "test_heldout_round.py",
+    "test_stack.py",  # beside the other two readers of the session's shared tiny run
     "test_benchmark_smoke.py",
 )
 

@@ -9,7 +9,7 @@ import time
 
 import bittensor
 import pytest
-from conftest import NETUID
+from chain_kit import NETUID
 from fake_substrate import axon_of
 
 from prism_challenge.chain import subtensor

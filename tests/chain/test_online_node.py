@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from conftest import NETUID
+from chain_kit import NETUID
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.factory import connect

@@ -5,7 +5,7 @@ served as the clipped vector, and it is exactly what the setter then puts on cha
 from __future__ import annotations
 
 import httpx
-from conftest import NETUID
+from chain_kit import NETUID
 from verified_kit import mark_verified
 
 from prism_challenge.api import ApiDeps, ApiServer

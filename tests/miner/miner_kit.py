@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,6 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+GUIDE = ROOT / "docs" / "miners.md"
+RUN = {"check", "eval"}  # the guide's commands that run here for real
 EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "training.py").is_file())
 SEQ_LEN = 32
 BUDGET_ROWS = 96  # the full `prism eval` budget: 6 baseline steps of 16 rows
@@ -62,3 +66,20 @@ def prism_in_process(*args: str, env: dict[str, str] | None = None):
     from prism_challenge.cli.app import app
 
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "400", **(env or {})})
+
+
+def guide_commands(guide: Path = GUIDE) -> list[list[str]]:
+    """Every `prism ...` line of the guide's bash blocks, split as a shell would."""
+    text = guide.read_text().replace("\\\n", " ")  # join continued lines
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    lines = [ln.strip() for block in blocks for ln in block.splitlines()]
+    return [shlex.split(ln, comments=True) for ln in lines if ln.startswith("prism ")]
+
+
+def run_guide(folder: Path, config: Path, data_root: Path) -> list:
+    """Run docs/miners.md's `prism check` and `prism eval` lines verbatim in `folder` (a copy
+    of examples/ beside them): [(argv, completed process)] in the guide's order."""
+    shutil.copytree(EXAMPLES, folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PRISM_CONFIG": str(config), "PRISM_DATA__ROOT": str(data_root)}
+    return [(argv, prism(*argv[1:], cwd=folder, env=env))
+            for argv in guide_commands() if argv[1] in RUN]

@@ -11,27 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 
 import pytest
-from miner_kit import EXAMPLES, ROOT, prism, prism_in_process
+from miner_kit import EXAMPLES, GUIDE, ROOT, RUN, guide_commands, prism, prism_in_process
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.verification.replay import ReplayRecord
 
-GUIDE = ROOT / "docs" / "miners.md"
 OPERATOR_GUIDE = ROOT / "docs" / "validators.md"
 PORTING_GUIDE = ROOT / "docs" / "porting.md"
-RUN = {"check", "eval"}
-
-
-def guide_commands(guide=GUIDE) -> list[list[str]]:
-    text = guide.read_text().replace("\\\n", " ")  # join continued lines
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-    lines = [ln.strip() for block in blocks for ln in block.splitlines()]
-    return [shlex.split(ln, comments=True) for ln in lines if ln.startswith("prism ")]
 
 
 def test_guide_covers_the_whole_local_loop():
@@ -51,20 +41,13 @@ def test_guide_command_options_exist(argv):
         assert opt in res.stdout, f"`{' '.join(argv)}`: {opt} is not an option any more"
 
 
-def test_guide_check_and_eval_run_as_written(tiny_config, prepared_data, tmp_path):
-    shutil.copytree(EXAMPLES, tmp_path / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    env = {"PRISM_CONFIG": str(tiny_config), "PRISM_DATA__ROOT": str(prepared_data)}
-    ran = []
-    for argv in guide_commands():
-        if argv[1] not in RUN:
-            continue
-        res = prism(*argv[1:], cwd=tmp_path, env=env)
+def test_guide_check_and_eval_run_as_written(guide_run):
+    folder, ran = guide_run
+    for argv, res in ran:
         assert res.returncode == 0, f"{' '.join(argv)}\n{res.stdout}\n{res.stderr}"
-        ran.append((argv, res))
     assert [a[1] for a, _ in ran] == ["check", "eval"]
     assert "PASS" in ran[0][1].stdout
-    out = tmp_path / ran[1][0][ran[1][0].index("--out") + 1]
+    out = folder / ran[1][0][ran[1][0].index("--out") + 1]
     record = RunRecord.model_validate_json((out / "record.json").read_text())
     assert record.exit_reason == "ok" and record.consumed.rows == record.budget.rows
     assert record.axes.optimizers[0].cls == "AdamW"

@@ -7,7 +7,7 @@ import re
 import shutil
 
 import pytest
-from miner_kit import BUDGET_ROWS, ROOT, copy_example, prism, prism_in_process
+from miner_kit import BUDGET_ROWS, copy_example, prism, prism_in_process
 
 from prism_challenge.sandbox.record import RunRecord
 
@@ -87,21 +87,25 @@ def printing_baseline(dest):
 
 
 @pytest.fixture(scope="module")
-def printed_eval(tiny_config, prepared_data, tmp_path_factory):
-    """One `prism eval` of the printing baseline, off a terminal, a progress line a second."""
+def printed_eval(guide_run, tiny_config, prepared_data, tmp_path_factory):
+    """One `prism eval` of the printing baseline, off a terminal, a progress line a second,
+    compared with the guide's stored eval of the plain baseline (same machine and config)."""
+    folder, ran = guide_run
+    (argv, _), = [(argv, res) for argv, res in ran if argv[1] == "eval"]
+    stored = folder / argv[argv.index("--out") + 1]
     tmp = tmp_path_factory.mktemp("printed")
     out = tmp / "out"
     res = prism("eval", str(printing_baseline(tmp / "printing")), "-c", str(tiny_config),
                 "--data-root", str(prepared_data), "--out", str(out), "--progress-every", "1",
-                timeout=560)
-    return res, out
+                "--compare", str(stored), timeout=560)
+    return res, out, stored
 
 
 @pytest.mark.timeout(600)  # one full eval with its replay; slow only on a loaded machine
 def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
     """Off a terminal every phase prints progress lines at the configured interval (at
     most 10 s apart); the loop's print() reaches the record and the report."""
-    res, out = printed_eval
+    res, out, _ = printed_eval
     assert res.returncode == 0, res.stdout + res.stderr
     lines = [(float(t), text) for t, text in PROGRESS_LINE.findall(res.stderr)]
     times = [t for t, _ in lines]
@@ -123,15 +127,10 @@ def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
 
 
 @pytest.mark.timeout(600)
-def test_eval_compare_prints_the_paired_held_out_difference(printed_eval, tiny_config,
-                                                            prepared_data, tmp_path):
-    """`--compare` with a stored reference (the printing baseline's output): the plain
-    baseline side by side with it, the held-out difference paired on the same plan."""
-    _, stored = printed_eval
-    out = tmp_path / "out"
-    res = prism("eval", str(ROOT / "examples" / "baseline"), "-c", str(tiny_config),
-                "--data-root", str(prepared_data), "--out", str(out), "--compare", str(stored),
-                timeout=560)
+def test_eval_compare_prints_the_paired_held_out_difference(printed_eval):
+    """`--compare` with a stored reference (the guide's eval of the plain baseline): the
+    printing baseline side by side with it, the held-out difference paired on the same plan."""
+    res, out, stored = printed_eval
     assert res.returncode == 0, res.stdout + res.stderr
     assert "compared with the reference (same machine and config)" in res.stdout
     assert "baseline (stored)" in res.stdout and "not like for like" not in res.stdout

@@ -72,18 +72,18 @@ def test_a_validators_rounds_keep_their_secret_and_reveal_only_ended_rounds(tmp_
         RoundClock.open(key, 100.0)
 
 
-def test_the_twin_answers_the_same_positions_and_the_delta_is_paired(runner, tmp_path):
+def test_the_twin_answers_the_same_positions_and_the_delta_is_paired(tiny_run, runner,
+                                                                      tmp_path):
     """One run, then its final weights evaluated again under its own round and another in one
     eval sandbox: the same round gives the same figures exactly, another round others. The
     twin answers every position the trained model does, so the delta's SE is that of the
     per-row differences: within the sum of the two SEs (their residuals subtract)."""
-    files = bundle("tiny")
-    record = runner.run(files, digest_of(files), tmp_path / "run")
+    files, record, folder = tiny_run
     ev = record.eval
     assert ev.val_tokens == _plan(runner, LOCAL_ROUND).count
     assert 0 < ev.heldout_delta_se <= ev.val_bpb_trained_se + ev.val_bpb_twin_se
     other = round_of(b"m" * 32, 1)
-    again, moved = runner.evaluate_weights(files, tmp_path / "run" / "eval_inputs" / "final.pt",
+    again, moved = runner.evaluate_weights(files, folder / "eval_inputs" / "final.pt",
                                            tmp_path / "again", [LOCAL_ROUND, other])
     assert (again.val_bpb_trained, again.val_bpb_twin, again.heldout_delta_se) == (
         ev.val_bpb_trained, ev.val_bpb_twin, ev.heldout_delta_se)

@@ -1,5 +1,5 @@
 """docs/security.md B: score games are caught, on records made by real runs (tampering with the
-record is caught by the contender replay: tests/sandbox/test_verification.py)."""
+record is caught by the contender replay: tests/verification/test_verification.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import torch
-from sandbox_kit import bundle, digest_of, tiny_settings
+from sandbox_kit import tiny_settings
 
 from prism_challenge.sandbox.stack import (
     HARDWARE,
@@ -49,10 +49,8 @@ def test_the_cpu_half_names_the_processor(tmp_path):
 
 
 def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(
-        runner, make_runner, tmp_path):
-    files = bundle("tiny")
-    record = runner.run(files, digest_of(files), tmp_path / "run")
-    assert record.exit_reason == "ok", record.exit_detail
+        tiny_run, runner, make_runner, tmp_path):
+    files, record, _ = tiny_run
     stack = record.stack
     # the software half as the harness saw it before the miner's code, the hardware half
     # from the host

@@ -1,17 +1,24 @@
-"""Sandbox test fixtures: real bubblewrap, real shards from the data pipeline."""
+"""Runs in the real sandbox for the sandbox and verification tests: real bubblewrap, real
+shards from the data pipeline. tests/conftest.py imports these fixtures, so a session holds
+one runner and one shared run of the tiny bundle, whichever folder asks for them."""
 
 from __future__ import annotations
 
-import pytest
-from sandbox_kit import digest_of, tiny_settings
+from typing import TYPE_CHECKING
 
-from prism_challenge.config import Settings
-from prism_challenge.isolation import make_backend
-from prism_challenge.sandbox.runner import Runner
+import pytest
+from sandbox_kit import bundle, digest_of, tiny_settings
+
+if TYPE_CHECKING:  # imported when a runner is made: a session without sandbox tests skips it
+    from prism_challenge.config import Settings
+    from prism_challenge.sandbox.runner import Runner
 
 
 @pytest.fixture(scope="session")
 def make_runner(prepared_data):
+    from prism_challenge.isolation import make_backend
+    from prism_challenge.sandbox.runner import Runner
+
     def make(settings: Settings | None = None, backend: str = "bubblewrap") -> Runner:
         return Runner.from_data(settings or tiny_settings(), make_backend(backend), prepared_data)
 
@@ -45,3 +52,17 @@ def feeder(prepared_data, tmp_path):
     f = Feeder(train, plan, tmp_path / "feeder.sock")
     yield f
     f.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_run(runner, tmp_path_factory):
+    """One run of the tiny fixture bundle on the default runner: (files, record, folder).
+
+    For the tests that only read such a run (its record and stack, its final weights in
+    `folder`/eval_inputs, replays of it into their own folders), so the session trains it
+    once. Tests must not write into `folder` nor mutate `record` (model_copy it)."""
+    files = bundle("tiny")
+    folder = tmp_path_factory.mktemp("tiny-run") / "run"
+    record = runner.run(files, digest_of(files), folder)
+    assert record.exit_reason == "ok", record.exit_detail
+    return files, record, folder

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sandbox_kit import bundle, digest_of
+from sandbox_kit import bundle
 
 from prism_challenge.isolation.spec import SandboxResult
 from prism_challenge.sandbox.runner import _exit_of
@@ -17,10 +17,9 @@ from prism_challenge.verification.verdict import verdict
 ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 
 
-def test_a_fake_host_fault_in_a_replay_neither_rerolls_nor_counts_as_infra(runner, tmp_path):
-    files = bundle("tiny")
-    record = runner.run(files, digest_of(files), tmp_path / "run")
-    assert record.exit_reason == "ok", record.exit_detail
+def test_a_fake_host_fault_in_a_replay_neither_rerolls_nor_counts_as_infra(tiny_run, runner,
+                                                                          tmp_path):
+    _, record, _ = tiny_run
     drawn = draw_plan(record, snapshots=runner.settings.verification.snapshot_steps)
     first = choose_checks(record, drawn)
     cols = record.columns

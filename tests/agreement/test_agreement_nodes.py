@@ -10,6 +10,9 @@ import time
 import httpx
 import pytest
 from bittensor.sp_core import Keypair
+
+# The fake chain's fixtures; its `wallets` (validator, miner, rival) stand in for this folder's.
+from chain_kit import _symbol_cache, chain_wallets, fake_chain  # noqa: F401 (fixtures)
 from fake_substrate import Neuron
 
 from prism_challenge.chain.factory import connect

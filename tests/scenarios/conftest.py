@@ -1,4 +1,4 @@
-"""Validator tests: real processes (prism validator, prism submit), tiny budgets."""
+"""Scenario tests: real processes (prism validator, prism submit) across packages, tiny budgets."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ with the valid ones; a bundle the AST policy refuses is refused before the commi
 
 from __future__ import annotations
 
-from tests.intake.test_submit_cli import NETUID, prism, wallet_args
+from tests.submit.test_submit_cli import NETUID, prism, wallet_args
 
 
 def test_network_flag_goes_online_and_never_writes_the_local_ledger(wallets, bundle_dir,

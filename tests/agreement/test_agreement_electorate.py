@@ -3,6 +3,8 @@ metagraph (stake from the chain, address from the served axon), or the local led
 
 from __future__ import annotations
 
+# The fake chain's fixtures; its `wallets` (validator, miner, rival) stand in for this folder's.
+from chain_kit import _symbol_cache, chain_client, chain_wallets, fake_chain  # noqa: F401 (fixtures)
 from fake_substrate import Neuron, axon_of
 
 from prism_challenge.agreement.peers import Peer, electorate
