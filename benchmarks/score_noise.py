@@ -19,7 +19,7 @@
     .venv/bin/python benchmarks/score_noise.py --demo          # the demo config's shape
     .venv/bin/python benchmarks/score_noise.py --config F --data-root D   # F's shape (GPU)
     .venv/bin/python benchmarks/score_noise.py --smoke         # baseline only, 3 rounds
-    .venv/bin/python benchmarks/score_noise.py --rescore F     # score F's saved draws again
+    .venv/bin/python benchmarks/score_noise.py --rescore F ... # score saved draws again
 
 `--demo` takes the shape (seq_len, token_budget, held-out positions and cuts) from
 `Settings()`'s defaults, `--config F` takes F's whole settings (its sandbox section too: a
@@ -235,7 +235,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--only", nargs="*", default=None,
                     help="bundle names, run in this order (default: all)")
     ap.add_argument("--save", type=Path, default=None, help="keep the draws in this JSON")
-    ap.add_argument("--rescore", type=Path, default=None, help="score a saved JSON again")
+    ap.add_argument("--rescore", type=Path, nargs="+", default=None,
+                    help="score saved JSONs again (their bundles together)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.rounds = 3
@@ -254,14 +255,15 @@ def main() -> None:
         sys.exit(f"score_noise: {exc} (pass a config YAML such as config.example.yaml)")
     c, sc = settings.challenge, settings.scoring
     print(f"shape: seq_len {c.seq_len}, token_budget {c.token_budget:,}, held-out "
-          f"{sc.heldout_positions} positions, {sc.heldout_cuts_per_row} cuts a row; "
-          f"rounds: baseline {args.rounds}, others {args.other_rounds}", flush=True)
+          f"{sc.heldout_positions} positions, {sc.heldout_cuts_per_row} cuts a row"
+          + ("" if args.rescore else f"; rounds: baseline {args.rounds}, others "
+             f"{args.other_rounds}"), flush=True)
 
     from prism_challenge.config import Settings
 
     t0 = time.monotonic()
     if args.rescore:
-        results = json.loads(args.rescore.read_text())
+        results = [r for f in args.rescore for r in json.loads(f.read_text())]
     else:
         results = measure(args)
         print(f"measured {len(results)} bundles in {time.monotonic() - t0:.0f} s")
