@@ -6,10 +6,11 @@
    the local round (`LOCAL_ROUND`, what `prism eval` uses); its final weights are kept.
 2. The same final weights are evaluated under other rounds (the plans different rounds
    would draw: `round_of(master, k)`): `--rounds` of them for the baseline (the ranked-bpb
-   range), `--other-rounds` for every other bundle (its gaps), all of one bundle's rounds in
-   one eval sandbox, with no retraining (held-out evaluation is forward-only; the twin is
-   left out there, the gap does not use it). Each evaluation is scored with `score_record`
-   on the run's own stream, so only the held-out plan changes.
+   range), `--other-rounds` for every other bundle (its gaps), answered in the run's own
+   eval sandbox (one start-up per bundle), with no retraining (held-out evaluation is
+   forward-only; the twin answers only the run's own round, the gap does not use it). Each
+   evaluation is scored with `score_record` on the run's own stream, so only the held-out
+   plan changes.
 3. Per bundle: the gap's mean, its mean SE, its largest value and largest bound over the
    draws, and how many draws were penalised (penalty > 0 or a `gap:` reason). Ranked bpb
    range = the largest max - min of one bundle's ranked bpb over its draws; the margin is
@@ -26,7 +27,8 @@
 production file runs on its GPUs with its backend), scored under F's scoring section.
 
 `--save F` keeps every record and evaluation (JSON) so thresholds can be re-derived without
-re-running (`--rescore F` scores them under the current settings). Last line:
+re-running (`--rescore F ...` scores them, several files together, under the current
+settings; `--only` picks bundles, in the order given). Last line:
 `score noise: ranked bpb range X over N draws, margin M, honest penalised K of H`.
 """
 
