@@ -126,7 +126,8 @@ def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
 def test_eval_compare_prints_the_paired_held_out_difference(printed_eval, tiny_config,
                                                             prepared_data, tmp_path):
     """`--compare` with a stored reference (the printing baseline's output): the plain
-    baseline side by side with it, the held-out difference paired on the same plan."""
+    baseline side by side with it, the held-out difference paired on the same plan, and the
+    same ranked bpb printed by both runs."""
     _, stored = printed_eval
     out = tmp_path / "out"
     res = prism("eval", str(ROOT / "examples" / "baseline"), "-c", str(tiny_config),
@@ -142,3 +143,8 @@ def test_eval_compare_prints_the_paired_held_out_difference(printed_eval, tiny_c
     theirs = RunRecord.model_validate_json((stored / "record.json").read_text()).eval
     assert int(paired[3]) == len(mine.val_row_bits) == 64  # 256 positions, 4 cuts a row
     assert abs(float(paired[1]) - (mine.val_bpb_trained - theirs.val_bpb_trained)) < 2e-4
+    # The stored bundle differs only by a print() in its loop: the same training, so two
+    # `prism eval` runs print the same ranked bpb and the same held-out figures.
+    ranked = json.loads((stored / "score.json").read_text())["score"]["bpb"]
+    assert f"ELIGIBLE: a validator would rank this run at {ranked:.4f} bpb" in res.stdout
+    assert mine.val_bpb_trained == theirs.val_bpb_trained
