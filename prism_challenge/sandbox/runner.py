@@ -468,14 +468,16 @@ class Runner:
 
     def _evaluate(self, paths: RunPaths, name: str, axes: MeasuredAxes | None,
                   secret: bytes, rounds: Sequence[HeldOutRound], cancel: threading.Event,
-                  twin: bool = True, early: EarlyEval | None = None
+                  twin: bool = True, twin_rounds: int | None = None,
+                  early: EarlyEval | None = None
                   ) -> tuple[list[EvalResult], float]:
         """Held-out bpb of the trained model and its twin, target-absent; causality screen.
 
         Each held-out plan is a round's (a function of its secret and the data version); the
         trained model and its twin answer the same positions, so their delta is a paired
         difference. Several rounds share one eval sandbox (one result each, in order); the
-        causality probe is the run's own draw."""
+        twin answers the first `twin_rounds` of them (None: all); the causality probe is the
+        run's own draw."""
         sc, T = self.settings.scoring, self.seq_len
         plans = [heldout_plan(self.val, T, sc.heldout_positions, sc.heldout_cuts_per_row,
                               r.rng(self.val.manifest.sha256, T)) for r in rounds]
@@ -487,9 +489,14 @@ class Runner:
         trained = paths.move_to_eval(paths.scratch / "out" / "final.pt")
         models = (("trained",) if trained else ()) + (("twin",) if twin else ())
 
+        twins = len(plans) if twin_rounds is None else twin_rounds
+
+        def answering(k: int) -> tuple[str, ...]:
+            return models if k < twins else tuple(m for m in models if m != "twin")
+
         def tasks() -> Iterator[Task]:
             for k, plan in enumerate(plans):
-                for model in models:
+                for model in answering(k):
                     yield from plan.tasks(model, HELDOUT_BATCH, self.separator_id, k)
             for model in models:
                 yield Task("causality", model, probe_rows[:, :-1], causality=causality,
@@ -497,7 +504,8 @@ class Runner:
 
         precision = axes.precision if axes else "fp32"
         server, result = self._eval(paths, name, tasks(), precision, cancel,
-                                    positions=sum(p.count for p in plans) * len(models),
+                                    positions=sum(p.count * len(answering(k))
+                                                  for k, p in enumerate(plans)),
                                     early=early)
         out = []
         for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
@@ -509,18 +517,20 @@ class Runner:
 
     def evaluate_weights(self, files: Mapping[str, bytes], weights: Path, run_dir: Path,
                          rounds: Sequence[HeldOutRound], precision: str = "fp32",
-                         twin: bool = True) -> list[EvalResult]:
+                         twin: bool = True, twin_rounds: int | None = None
+                         ) -> list[EvalResult]:
         """The held-out evaluation alone, of saved final weights, under each of `rounds` in
-        one eval sandbox: what other rounds' plans would have measured
-        (benchmarks/score_noise.py). One result per round, in order; with `twin` false the
-        twin is not evaluated (the gap needs only the trained model)."""
+        one eval sandbox: what other rounds' plans would have measured. One result per
+        round, in order; with `twin` false the twin is not evaluated (the gap needs only the
+        trained model), with `twin_rounds` it answers only the first that many rounds."""
         paths = RunPaths(Path(run_dir))
         paths.create(files)
         (paths.scratch / "out").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(weights, paths.scratch / "out" / "final.pt")
         axes = MeasuredAxes.model_construct(precision=precision)
         evs, _ = self._evaluate(paths, "prism-reeval", axes, secrets.token_bytes(32),
-                                list(rounds), threading.Event(), twin=twin)
+                                list(rounds), threading.Event(), twin=twin,
+                                twin_rounds=twin_rounds)
         return evs
 
     def _eval_result(self, plan: HeldOutPlan, label: int, answers: list[Answer],

@@ -129,7 +129,8 @@ def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
 @pytest.mark.timeout(600)
 def test_eval_compare_prints_the_paired_held_out_difference(printed_eval):
     """`--compare` with a stored reference (the guide's eval of the plain baseline): the
-    printing baseline side by side with it, the held-out difference paired on the same plan."""
+    printing baseline side by side with it, the held-out difference paired on the same plan,
+    and the same ranked bpb printed by both runs."""
     res, out, stored = printed_eval
     assert res.returncode == 0, res.stdout + res.stderr
     assert "compared with the reference (same machine and config)" in res.stdout
@@ -141,3 +142,8 @@ def test_eval_compare_prints_the_paired_held_out_difference(printed_eval):
     theirs = RunRecord.model_validate_json((stored / "record.json").read_text()).eval
     assert int(paired[3]) == len(mine.val_row_bits) == 64  # 256 positions, 4 cuts a row
     assert abs(float(paired[1]) - (mine.val_bpb_trained - theirs.val_bpb_trained)) < 2e-4
+    # The two bundles differ only by a print() in the loop: the same training, so two
+    # `prism eval` runs print the same ranked bpb and the same held-out figures.
+    ranked = json.loads((stored / "score.json").read_text())["score"]["bpb"]
+    assert f"ELIGIBLE: a validator would rank this run at {ranked:.4f} bpb" in res.stdout
+    assert mine.val_bpb_trained == theirs.val_bpb_trained

@@ -77,15 +77,20 @@ def test_the_twin_answers_the_same_positions_and_the_delta_is_paired(tiny_run, r
     """One run, then its final weights evaluated again under its own round and another in one
     eval sandbox: the same round gives the same figures exactly, another round others. The
     twin answers every position the trained model does, so the delta's SE is that of the
-    per-row differences: within the sum of the two SEs (their residuals subtract)."""
+    per-row differences: within the sum of the two SEs (their residuals subtract). With
+    `twin_rounds` 1 the twin answers the first round only (what benchmarks/score_noise.py
+    asks of the other rounds' plans)."""
     files, record, folder = tiny_run
     ev = record.eval
     assert ev.val_tokens == _plan(runner, LOCAL_ROUND).count
     assert 0 < ev.heldout_delta_se <= ev.val_bpb_trained_se + ev.val_bpb_twin_se
     other = round_of(b"m" * 32, 1)
     again, moved = runner.evaluate_weights(files, folder / "eval_inputs" / "final.pt",
-                                           tmp_path / "again", [LOCAL_ROUND, other])
+                                           tmp_path / "again", [LOCAL_ROUND, other],
+                                           twin_rounds=1)
     assert (again.val_bpb_trained, again.val_bpb_twin, again.heldout_delta_se) == (
         ev.val_bpb_trained, ev.val_bpb_twin, ev.heldout_delta_se)
     assert moved.heldout_round == other.label and moved.heldout_commit == other.commit
     assert moved.val_bpb_trained != ev.val_bpb_trained
+    assert moved.val_tokens == _plan(runner, other).count
+    assert (moved.val_bpb_twin, moved.heldout_delta_se) == (None, None)
