@@ -1,7 +1,8 @@
 """The replay's probe, in process on real models: compact rounds (the cut rows only) for a
 model whose rows do not depend on each other and that draws no random numbers, the full
-batch for one that draws them (dropout), and in both the scored forward's losses at every
-asked position; no forward ever holds two copies of one row or a target it is scored on."""
+batch for one that draws them (dropout) or depends on the batch's size, and in every case
+the scored forward's losses at every asked position; no forward ever holds two copies of
+one row or a target it is scored on."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SEP, VOCAB, T, ROWS = 0, 512, 32, 6
 # rows 1 and 4 hold several kept positions (three rounds); rows 0, 2, 5 one, row 3 none
 ASKED = {"rows": [0, 1, 1, 1, 2, 4, 4, 5], "positions": [5, 0, 17, 31, 9, 3, 30, 12]}
+FULL_ROUNDS = 3 * ROWS  # rows a full-batch probe of ASKED forwards
 
 
 def _model(folder: Path):
@@ -31,13 +33,13 @@ def _batch():
     return rows[:, :-1].clone(), rows[:, 1:]
 
 
-def _probe_then_score(model, forward=None):
+def _probe_then_score(model, probe=None):
     """What the harness does at a probed step: the probe, then the scored forward under
     the RNG the probe left untouched. Returns (probe losses, scored losses there, probe)."""
     inputs, targets = _batch()
-    probe = ReplayProbe(model, model, None, SEP, T)
+    probe = probe or ReplayProbe(model, model, None, SEP, T)
     torch.manual_seed(11)
-    got = probe.losses(forward or model, inputs, targets, ASKED, None)
+    got = probe.losses(model, inputs, targets, ASKED, None)
     model.train()
     with torch.enable_grad():
         scored = token_nats(model(inputs), targets, SEP).detach()
@@ -46,18 +48,40 @@ def _probe_then_score(model, forward=None):
 
 
 def test_a_row_independent_model_is_probed_on_the_cut_rows_only():
-    got, want, probe = _probe_then_score(_model(ROOT / "examples" / "baseline"))
-    assert not probe.full_batch
-    assert probe.forwards == 3  # row 1's three positions: three rounds
-    assert probe.rows_forwarded == len(ASKED["rows"])  # 8 rows, not 3 x 6
+    model = _model(ROOT / "examples" / "baseline")
+    got, want, probe = _probe_then_score(model)
+    assert got == want  # the first probed step is answered both ways; the full batch's
+    assert not probe.full_batch and probe.rows_forwarded == len(ASKED["rows"]) + FULL_ROUNDS
+    got, want, probe = _probe_then_score(model, probe)
+    assert probe.forwards == 3 + 3 + 3  # row 1's three positions: three rounds a time
+    assert probe.rows_forwarded == 2 * len(ASKED["rows"]) + FULL_ROUNDS  # 8 rows, not 18
     assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-4
 
 
 def test_a_model_that_draws_random_numbers_is_probed_on_the_full_batch_exactly():
     got, want, probe = _probe_then_score(_model(ROOT / "tests/fixtures/honest/gpt_dropout"))
     assert probe.full_batch  # its compact forward drew dropout masks: given up, then full
-    assert probe.rows_forwarded == 5 + 3 * ROWS  # one compact round, then three full
+    assert probe.rows_forwarded == 5 + FULL_ROUNDS  # one compact round, then three full
     assert got == want  # the scored forward's own masks: bit for bit
+
+
+class BatchSized(torch.nn.Module):
+    """Row-independent in content, yet its logits scale with how many rows it is given."""
+
+    def __init__(self, inner) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids):
+        return self.inner(input_ids) * (1.0 + 0.05 * input_ids.shape[0])
+
+
+def test_a_model_that_depends_on_the_batch_size_is_probed_on_the_full_batch():
+    model = BatchSized(_model(ROOT / "examples" / "baseline"))
+    got, want, probe = _probe_then_score(model)
+    assert probe.full_batch and got == want
+    _probe_then_score(model, probe)
+    assert probe.rows_forwarded == len(ASKED["rows"]) + 2 * FULL_ROUNDS
 
 
 def test_a_compiled_forward_keeps_the_batch_shape():
@@ -65,7 +89,7 @@ def test_a_compiled_forward_keeps_the_batch_shape():
     inputs, targets = _batch()
     probe = ReplayProbe(model, model, None, SEP, T)
     probe.losses(model, inputs, targets, ASKED, None, compiled=True)
-    assert probe.full_batch is False and probe.rows_forwarded == 3 * ROWS
+    assert probe.rows_forwarded == FULL_ROUNDS
 
 
 class Recording(torch.nn.Module):
@@ -84,7 +108,9 @@ class Recording(torch.nn.Module):
 def test_no_probe_forward_shows_a_target_it_is_scored_on():
     model = Recording(_model(ROOT / "examples" / "baseline"))
     inputs, _ = _batch()
-    _probe_then_score(model)
+    _, _, probe = _probe_then_score(model)  # the first step, answered both ways
+    model.seen.clear()
+    _probe_then_score(model, probe)
     probed = model.seen[:-1]  # the last input is the scored forward's
     assert [len(x) for x in probed] == [5, 2, 1]
     for x in probed:

@@ -17,8 +17,10 @@ How a round is run depends on what the model's forward depends on:
 - full batch: every row of the step, the cut ones in place. A forward that draws random
   numbers (dropout) draws them for the batch's shape, so only the step's own shape gives
   each row the masks its scored forward gives it. The probe switches to it for the rest of
-  the run as soon as a compact forward draws from the global RNG or raises, and uses it
-  from the start for a compiled forward (a new batch shape would recompile it).
+  the run as soon as a compact forward draws from the global RNG or raises, or when the
+  first probed step, answered both ways, disagrees by more than `CALIBRATION_TOL` (a
+  forward that depends on how many rows it is given); it uses it from the start for a
+  compiled forward (a new batch shape would recompile it).
 
 Either way every input lacks the targets it is scored on, so what the model does on
 noticing a probe cannot lower these losses; the host compares them with the losses the
@@ -31,6 +33,10 @@ import contextlib
 
 from prism_challenge.sandbox.sampling import rounds
 
+# nats: compact and full-batch answers of the first probed step further apart than this
+# (a forward that depends on the batch's size, not only on its row) keep the full batch
+CALIBRATION_TOL = 1e-3
+
 
 class ReplayProbe:
     """Answers the feeder's probe requests of one run (one rank)."""
@@ -39,6 +45,7 @@ class ReplayProbe:
         self.model, self.core, self.ddp = model, core, ddp
         self.sep, self.seq_len = separator_id, seq_len
         self.full_batch = False  # sticky: once a compact forward cannot be trusted
+        self.calibrated = False  # the first compact answers were checked against the full batch
         self.forwards = 0  # probe forwards run (both kinds), for the tests
         self.rows_forwarded = 0
 
@@ -46,18 +53,22 @@ class ReplayProbe:
                compiled: bool = False) -> list[float]:
         """The losses at `probe["rows"][i], probe["positions"][i]`, in that order."""
         groups = rounds(probe["rows"], probe["positions"])
+        args = (forward, inputs, targets, probe, groups, amp_dtype)
+        compact = None
         if not self.full_batch and not compiled:
             try:
-                out = self._answer(forward, inputs, targets, probe, groups, amp_dtype,
-                                   compact=True)
+                compact = self._answer(*args, compact=True)
             except Exception:  # noqa: BLE001 - the full batch is the exact fallback
-                out = None
-            if out is not None:
-                return out
+                compact = None
+            if compact is not None and self.calibrated:
+                return compact
+        full = self._answer(*args, compact=False)
+        assert full is not None  # a full-batch round never gives up
+        if compact is None or not all(abs(a - b) <= CALIBRATION_TOL  # NaN: disagrees
+                                      for a, b in zip(compact, full, strict=True)):
             self.full_batch = True
-        out = self._answer(forward, inputs, targets, probe, groups, amp_dtype, compact=False)
-        assert out is not None  # a full-batch round never gives up
-        return out
+        self.calibrated = True
+        return full
 
     def _answer(self, forward, inputs, targets, probe, groups, amp_dtype, *, compact: bool
                 ) -> list[float] | None:
