@@ -331,6 +331,9 @@ class ValidatorSettings(Section):
     # memory that must be free.
     probe_timeout_s: float = Field(120.0, gt=0)
     probe_min_free_fraction: float = Field(0.9, ge=0, le=1)
+    # torch.compile a tiny model in the probe's sandbox (once per slot until a probe of it
+    # fails): auto = on slots with GPUs; always (CPU slots too); never
+    probe_compile: Literal["auto", "always", "never"] = "auto"
     # Seconds before a slot taken out of rotation is probed again.
     slot_reprobe_s: float = Field(600.0, gt=0)
     epoch_s: float = Field(60.0, gt=0)

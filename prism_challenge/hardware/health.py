@@ -3,7 +3,10 @@
 Two parts. On the host: nvidia-smi must list each of the slot's GPUs without an error field,
 with at least `validator.probe_min_free_fraction` of its memory free. In the sandbox, with
 exactly the slot's devices and cores: `health_probe` (cpuset, device nodes, CPU matmul, GPU
-matmul against the CPU). A slot that fails either is unhealthy; the reason names the check.
+matmul against the CPU, and `torch.compile` of a tiny model per `validator.probe_compile`:
+by default on slots with GPUs, once per slot until a probe of it fails, since a compile
+costs seconds and the toolchain does not change between runs). A slot that fails either is
+unhealthy; the reason names the check.
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ class HealthCheck:
         self.settings = settings
         self.backend = backend
         self.work_dir = Path(work_dir)
+        self._compiled: set[int] = set()  # slots whose sandbox compiled since their last failure
+
+    def compiles(self, slot: Slot) -> bool:
+        """Does this probe of `slot` compile a tiny model?"""
+        mode = self.settings.validator.probe_compile
+        wanted = mode == "always" or (mode == "auto" and bool(slot.gpus))
+        return wanted and slot.index not in self._compiled
 
     def check(self, slot: Slot) -> Health:
         start = time.monotonic()
@@ -86,7 +96,10 @@ class HealthCheck:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
         isolated = self.backend.name != "none"  # without isolation the host's /dev shows
+        compiles = self.compiles(slot)
         env = minimal_env({
+            "PRISM_PROBE_COMPILE": "1" if compiles else "0",
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "PRISM_PROBE_CPUS": ",".join(str(c) for c in slot.cpus),
             "PRISM_PROBE_MINORS": ",".join(str(d.minor) for d in slot.devices) if isolated
             else "",
@@ -112,6 +125,11 @@ class HealthCheck:
             report = None
         if result.cause != "ok" or not isinstance(report, dict):
             tail = result.output.strip()[-300:]
+            self._compiled.discard(slot.index)
             return [f"the probe ended with {result.cause} ({result.detail}): {tail}"], ()
         problems = [str(p) for p in report.get("problems", [])]
+        if problems:
+            self._compiled.discard(slot.index)
+        elif compiles:
+            self._compiled.add(slot.index)
         return problems, tuple(str(n) for n in report.get("notes", []))

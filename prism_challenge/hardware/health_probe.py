@@ -4,8 +4,12 @@ Runs inside the sandbox with exactly the slot's devices and cores, before the sl
 run. Checks that the process is held to the slot's cores, that the slot's device nodes (and
 no others) are visible, that a small matmul on the CPU is exact, and, with a CUDA build of
 torch, that every GPU answers, has the expected free memory and multiplies like the CPU.
+With `PRISM_PROBE_COMPILE=1` it also compiles a tiny model with `torch.compile` on the slot's
+first GPU (or the CPU on a CPU slot) and compares it with eager: an environment that cannot
+compile (no C++ compiler for inductor, a broken triton, an unwritable cache) is the host's
+fault, found here before a miner's compiled model crashes on it.
 Prints one JSON line: {"problems": [...], "notes": [...], ...}. Must stay cheap on a CPU host
-(numpy only; torch is imported only when the slot has GPUs).
+(numpy only; torch is imported only when the slot has GPUs or compile is probed).
 """
 
 from __future__ import annotations
@@ -58,6 +62,30 @@ def _gpus(count: int, min_free: float, notes: list[str]) -> list[str]:
     return problems
 
 
+def _compile(gpu_slot: bool, notes: list[str]) -> str | None:
+    import torch
+
+    if gpu_slot and not torch.cuda.is_available():
+        notes.append("torch.compile not probed: CUDA is not usable here")
+        return None
+    device = "cuda:0" if gpu_slot else "cpu"
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 8)).to(device)
+    x = torch.randn(4, 16, device=device)
+    try:
+        got = torch.compile(model)(x)
+    except Exception as exc:  # any failure of the toolchain is the environment's
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"torch.compile fails in the sandbox on {device}: {type(exc).__name__}: {first}"
+    want = model(x)
+    if not torch.allclose(got, want, rtol=1e-3, atol=1e-4):
+        return (f"torch.compile on {device} differs from eager by "
+                f"{float((got - want).abs().max()):.3g}")
+    notes.append(f"torch.compile ok on {device}")
+    return None
+
+
 def main() -> int:
     problems: list[str] = []
     notes: list[str] = []
@@ -78,6 +106,10 @@ def main() -> int:
                               notes)
         except Exception as exc:  # a driver fault surfaces as any exception type
             problems.append(f"GPU probe failed: {type(exc).__name__}: {exc}"[:500])
+    if os.environ.get("PRISM_PROBE_COMPILE") == "1" and not problems:
+        failed = _compile(bool(want_nodes), notes)
+        if failed:
+            problems.append(failed[:500])
     print(json.dumps({"problems": problems, "notes": notes, "cpus": cpus, "nodes": nodes,
                       "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}))
     return 0
