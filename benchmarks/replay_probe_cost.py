@@ -7,6 +7,10 @@ probed with full-batch rounds (every row of the step in each round) and with com
 (the cut rows only), interleaved so a busy machine slows all three alike.
 
     .venv/bin/python benchmarks/replay_probe_cost.py [--steps 40 --batch 16 --seq-len 128]
+    .venv/bin/python benchmarks/replay_probe_cost.py --smoke   # 6 steps of 8x32, vocab 512
+
+Stops with an error when the two kinds of round disagree (> 1e-5 nats) or the compact
+rounds did not forward fewer rows.
 
 Last line: `probe per step / training step: full batch X.XXx, compact Y.YYx`.
 """
@@ -29,7 +33,10 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--keep-rate", type=float, default=0.02)
     parser.add_argument("--bundle", type=Path, default=ROOT / "examples" / "baseline")
+    parser.add_argument("--smoke", action="store_true", help="6 steps of 8x32, vocab 512")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.batch, args.seq_len, args.vocab, args.keep_rate = 6, 8, 32, 512, 0.05
 
     import torch
 
@@ -77,6 +84,9 @@ def main() -> None:
           f"{compact.rows_forwarded}; largest difference between the two {worst:.2e} nats")
     print(f"seconds: training {spent['train']:.2f}, full-batch probes {spent['full']:.2f}, "
           f"compact probes {spent['compact']:.2f}")
+    if worst > 1e-5 or not compact.rows_forwarded < full.rows_forwarded:
+        raise SystemExit(f"replay_probe_cost: compact and full-batch rounds disagree by "
+                         f"{worst:.2e} nats or forwarded no fewer rows")
     print(f"probe per step / training step: full batch {spent['full'] / spent['train']:.2f}x, "
           f"compact {spent['compact'] / spent['train']:.2f}x")
 

@@ -79,10 +79,10 @@ def runner_class():
         other_evals: list = []
 
         def _evaluate(self, paths, name, axes, secret, rounds, cancel, twin=True,
-                      twin_rounds=None):
+                      twin_rounds=None, early=None):
             own = len(rounds)
             evs, wall = super()._evaluate(paths, name, axes, secret, [*rounds, *self.others],
-                                          cancel, twin, twin_rounds=own)
+                                          cancel, twin, twin_rounds=own, early=early)
             self.other_evals = evs[own:]
             return evs[:own], wall
 
