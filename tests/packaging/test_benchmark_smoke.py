@@ -119,12 +119,6 @@ def _record_size(out: str) -> None:
     assert 0 < float(small) <= float(large) and float(growth) < 1.5  # the JSON stays bounded
 
 
-def _replay_probe_cost(out: str) -> None:
-    full, compact = _last(out, r"probe per step / training step: full batch ([\d.]+)x, "
-                               r"compact ([\d.]+)x")
-    assert float(full) > 0 and float(compact) > 0
-
-
 def _harness_overhead(out: str) -> None:
     ratio, steps = _last(out, r"per-step ratio harness/bare = ([\d.]+) median of 1 .*; both "
                               r"sides (\d+) steps")
@@ -180,7 +174,6 @@ SMOKES = {
     "registry_sim.py": ((), _registry_sim),
     "data_throughput.py": ((), _data_throughput),
     "record_size.py": ((), _record_size),
-    "replay_probe_cost.py": ((), _replay_probe_cost),
     # each of these trains in the real sandbox at its smallest budget (seconds of training;
     # the sandboxes' start-up is most of their time)
     "harness_overhead.py": (("--data", DATA), _harness_overhead),

@@ -13,6 +13,7 @@ the same state and RNG; they are judged against what the original run already re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -24,7 +25,6 @@ from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.offload import Offload
-from prism_challenge.sandbox.harness.replay_probe import ReplayProbe
 from prism_challenge.sandbox.harness.telemetry import Telemetry
 
 
@@ -120,7 +120,6 @@ class TrainContext:
         self.__compiled = None
         self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
         self.__forwards = ForwardTally()  # the measured precision/compile axes
-        self.__probe = ReplayProbe(self.model, model, ddp_model, separator_id, seq_len)
         self.__telemetry = Telemetry()
 
     def __setattr__(self, name: str, value) -> None:
@@ -183,8 +182,8 @@ class TrainContext:
             if reply.get("snapshot"):
                 self.__snapshot(step, precision, compiled)
             if reply.get("probe"):
-                channel.probed(step, self.__probe.losses(forward, inputs, targets,
-                                                         reply["probe"], amp_dtype, compiled))
+                channel.probed(step, self.__probe(forward, inputs, targets, reply["probe"],
+                                                  amp_dtype))
             if self.__state_watch is not None:
                 self.__state_watch.before_forward(step)
             self.model.train()
@@ -215,6 +214,46 @@ class TrainContext:
         last steps' input checks made."""
         self.__channel.flush(everything=True)
         self.__check_inputs()
+
+    def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:
+        """Losses at the asked positions, predicted from inputs cut right after each one
+        (the target and everything later replaced), with the RNG and buffers this step's
+        scored forward will see: an honest causal model gives exactly its scored losses.
+        A row may hold several asked positions: one forward per round, each row cut once."""
+        from prism_challenge.sandbox.sampling import rounds
+
+        out = [0.0] * len(probe["rows"])
+        for group in rounds(probe["rows"], probe["positions"]):
+            rows = [probe["rows"][i] for i in group]
+            positions = [probe["positions"][i] for i in group]
+            for i, v in zip(group, self.__probe_round(forward, inputs, targets, rows,
+                                                      positions, amp_dtype), strict=True):
+                out[i] = v
+        return out
+
+    def __probe_round(self, forward, inputs, targets, rows, positions, amp_dtype):
+        import torch
+
+        idx = torch.tensor(rows, dtype=torch.long, device=inputs.device)
+        pos = torch.tensor(positions, dtype=torch.long, device=inputs.device)
+        cut = inputs.clone()
+        after = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
+        cut[idx] = torch.where(after, torch.full_like(cut[idx], self.__sep), cut[idx])
+        buffers = [(b, b.detach().clone()) for b in torch.nn.Module.buffers(self.__core)]
+        devices = [inputs.device] if inputs.device.type == "cuda" else []
+        no_sync = self.__ddp.no_sync() if self.__ddp is not None else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=devices), no_sync, torch.enable_grad(), \
+                torch.autocast(device_type=inputs.device.type, dtype=amp_dtype,
+                               enabled=amp_dtype is not None):
+            self.model.train()
+            logits = forward(cut)
+            picked = logits[idx, pos].float()
+            nats = torch.nn.functional.cross_entropy(picked, targets[idx, pos],
+                                                     reduction="none").detach()
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+        return [float(v) for v in nats.cpu()]
 
     def __snapshot(self, step: int, precision: str, compiled: bool) -> None:
         """The model as it is before this step's scored forward, with the RNG it will use.
