@@ -14,6 +14,7 @@ from bittensor.sp_core import Keypair
 # The fake chain's fixtures; its `wallets` (validator, miner, rival) stand in for this folder's.
 from chain_kit import _symbol_cache, chain_wallets, fake_chain  # noqa: F401 (fixtures)
 from fake_substrate import Neuron
+from validator_kit import wait_for
 
 from prism_challenge.chain.factory import connect
 from prism_challenge.config.settings import Settings
@@ -23,16 +24,6 @@ from prism_challenge.validator.node import ValidatorNode
 
 MINER2 = Keypair.create_from_seed(bytes([9]) * 32).ss58_address
 LONG_AGO = time.time() - 3600
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def scored(node: ValidatorNode, digest: str, miner: str, block: int, uid: int, bpb: float):
