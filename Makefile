@@ -57,20 +57,26 @@ TEST_WORKERS ?= auto
 test: lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist worksteal
 
-# An offline install kit for a GPU host that cannot reach a package registry: wheels of every
-# locked package except torch (the host keeps its own CUDA build, within the supported range)
-# for Python $(WHEEL_PY) on x86_64 Linux, plus PRISM's own wheel. On the host:
+# An offline install kit for a GPU host that cannot reach a package registry: wheels of the
+# locked packages for Python $(WHEEL_PY) on x86_64 Linux, plus PRISM's own wheel. Never torch
+# (the host keeps its own CUDA build, within the supported range) nor the development tools.
+# WHEEL_HAVE=FILE (the host's `pip list --format=freeze`) leaves out what the host already has;
+# WHEEL_SKIP adds names to leave out (e.g. ray, without validator.executor ray). On the host:
 #   pip install --no-index --find-links wheelhouse 'prism-challenge[validator]'
-WHEEL_PY  ?= 3.12
+WHEEL_PY   ?= 3.12
 WHEELHOUSE ?= wheelhouse
+WHEEL_HAVE ?=
+WHEEL_SKIP ?=
+WHEEL_DEV  := torch pip setuptools ruff pip-tools import-linter grimp schemathesis \
+              hypothesis-graphql graphql-core harfile jsonschema-rs
 wheelhouse:
 	test -x $(PY) || python3 -m venv $(VENV)
 	mkdir -p $(WHEELHOUSE)
-	grep -E '^[A-Za-z0-9_.-]+==' $(LOCK) | grep -v -E '^(torch|pip|setuptools)==' \
-	  | sed -e 's/+cpu$$//' > $(WHEELHOUSE)/requirements.txt
+	$(PY) scripts/wheel_needs.py $(LOCK) $(if $(WHEEL_HAVE),--have $(WHEEL_HAVE)) \
+	  --skip "$(WHEEL_DEV) $(WHEEL_SKIP)" > $(WHEELHOUSE)/requirements.txt
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PY) \
-	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-	  --platform manylinux_2_28_x86_64 --platform linux_x86_64 \
-	  -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
+	  --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 \
+	  --platform linux_x86_64 -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(WHEELHOUSE) .
 	@echo "wheelhouse: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels for Python $(WHEEL_PY) in $(WHEELHOUSE)/"
