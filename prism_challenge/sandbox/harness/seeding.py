@@ -9,13 +9,19 @@ import random
 def make_deterministic(seed: int, threads: int) -> None:
     """Seeds always; torch's deterministic algorithms and cuDNN's deterministic flag unless
     the validator turned them off (`PRISM_DETERMINISTIC=0`, `sandbox.deterministic_algorithms`).
-    cuDNN autotuning stays off either way: it picks kernels by timing, run by run."""
+    cuDNN autotuning stays off either way: it picks kernels by timing, run by run.
+
+    The mode is strict, not warn-only: with `warn_only=True` torch keeps non-deterministic
+    kernels and only warns (scaled_dot_product_attention's memory-efficient backward splits
+    its key reduction), and a same-stack replay of an honest GPT then drifts by 1e-3 within
+    100 steps. Strict, those kernels take their deterministic path, and an op that has none
+    raises at once, in the miner's own `prism eval`, instead of failing a replay later."""
     import torch
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     strict = os.environ.get("PRISM_DETERMINISTIC", "1") != "0"
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(strict, warn_only=True)
+    torch.use_deterministic_algorithms(strict, warn_only=False)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = strict
     seed_everything(seed)
