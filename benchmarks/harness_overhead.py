@@ -82,7 +82,10 @@ class BareContext:
             n = min(batch_size, self.budget_rows - row)
             block = self.stream.rows_at(self.seq_len, self.order.rows_at(row, n))
             tokens = int((block[:, 1:] != self.sep).sum())  # counted on the host, as the feeder
-            block = torch.from_numpy(block.astype(np.int64)).to(self.device, non_blocking=True)
+            block = torch.from_numpy(block.astype(np.int64))
+            if self.device.type == "cuda":  # as the harness does
+                block = block.pin_memory()
+            block = block.to(self.device, non_blocking=True)
             row += n
             x, y = block[:, :-1].clone(), block[:, 1:]
             self.model.train()

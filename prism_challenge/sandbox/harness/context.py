@@ -174,6 +174,8 @@ class TrainContext:
             step = channel.step
             rows = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T + 1)
                                     .astype(np.int64))
+            if device.type == "cuda":  # from pageable memory the driver may wait for the GPU
+                rows = rows.pin_memory()
             rows = rows.to(device, non_blocking=True)
             self.__check_inputs()
             # the scored targets stay in `rows`, which the model never sees: it gets its
