@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness_overhead import SMOKE_SCORING, WARMUP, _bare, per_step
+from harness_overhead import SMOKE_SCORING, WARMUP, _bare, host_profile, per_step
 
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
@@ -204,6 +204,7 @@ def main() -> None:
         print(f"{mode}: per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness "
               f"{harness_step * 1e3:.2f} ms; ratio harness/bare = "
               f"{harness_step / bare_step:.3f}")
+        print(f"{mode}: {host_profile(work / f'{mode} k=1  -slot{slots[0].index}')}")
     if len(firsts) == 2:  # the same training under each mode: how far apart its losses are
         a, b = firsts[True].columns.nats, firsts[False].columns.nats
         if len(a) == len(b):

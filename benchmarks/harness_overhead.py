@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 import statistics
 import sys
 import tempfile
@@ -103,6 +104,19 @@ class BareContext:
         self.times.append(time.perf_counter())
 
 
+def host_profile(run_dir: Path) -> str:
+    """The harness's own account of its host time per step (harness/step_clock.py)."""
+    path = run_dir / "scratch" / "step_profile_rank0.json"
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "harness host time per step: not written"
+    ms = got["ms_per_step"]
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+    return (f"harness host time per step (ms, {got['steps']} steps): {parts}; "
+            f"sum {sum(ms.values()):.3f}")
+
+
 def per_step(times: list[float]) -> float:
     t = times[WARMUP:]
     return (t[-1] - t[0]) / (len(t) - 1)
@@ -156,6 +170,7 @@ def main() -> None:
         print(f"repeat {i}: bare {bare_step * 1e3:7.2f} ms/step  harness "
               f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
               f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
+        print(f"  {host_profile(work / f'run{i}')}")
     print(f"bundle {args.bundle}  steps {record.summary.count}  batch {args.batch}x{args.seq_len}"
           f"  kept chance per position {record.keep_rate:.3g}")
     print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")

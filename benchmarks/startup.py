@@ -14,7 +14,10 @@ the host's load is printed too, since every figure here is wall time on a shared
    training: `sandbox/early_eval.py`). `startup` is the record's `startup_s` (train sandbox
    start to the harness's `ready`: interpreter, torch, launcher, model build), `eval` the
    record's `eval_s` (from the eval sandbox's start, or from the hand-over of its work when
-   it started early, to its end), `whole run` the wall time of `Runner.run`.
+   it started early, to its end), `whole run` the wall time of `Runner.run`. Under each
+   "now" run, the harness's own phases: the interpreter's start, torch's import, the
+   harness's imports, the hello, the miner's architecture imported and built, the model on
+   its device (CUDA's context made there), and the feeder's `ready`.
 
     .venv/bin/python benchmarks/startup.py [--repeats 3] [--bundle tests/fixtures/sandbox/tiny]
     .venv/bin/python benchmarks/startup.py --smoke     # one repeat of each
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import statistics
 import sys
@@ -100,6 +104,17 @@ class LateEval(Runner):
     early_eval = False
 
 
+def phases(run_dir: Path) -> str:
+    """The train harness's own account of its start-up (harness/step_clock.py StartClock)."""
+    try:
+        got = json.loads((run_dir / "scratch" / "startup_rank0.json").read_text())
+    except (OSError, ValueError):
+        return "harness start-up phases: not written"
+    return ("harness start-up phases (s): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in got.items())
+            + f"; sum {sum(got.values()):.2f}")
+
+
 def runs(work: Path, bundle: Path, repeats: int) -> dict[str, dict[str, float]]:
     source = write_jsonl(work / "docs.jsonl", english_like_documents(400, seed=1))
     prepare_data(small_spec([source]), work / "data")
@@ -130,6 +145,8 @@ def runs(work: Path, bundle: Path, repeats: int) -> dict[str, dict[str, float]]:
                 got[label][c].append(v)
             print(f"  repeat {i} {label:18s}: startup {record.startup_s:.2f} s, train "
                   f"{record.train_s:.2f} s, eval {record.eval_s:.2f} s, whole run {total:.2f} s")
+            if label == "now":
+                print(f"    {phases(work / f'{label}{i}')}")
     med = {k: {c: statistics.median(v) for c, v in d.items()} for k, d in got.items()}
     print(f"whole runs, median of {repeats}:      " + "  ".join(f"{c:>8s}" for c in cols))
     for label, m in med.items():

@@ -25,6 +25,7 @@ from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.offload import Offload
+from prism_challenge.sandbox.harness.step_clock import StepClock
 from prism_challenge.sandbox.harness.telemetry import Telemetry
 
 
@@ -121,6 +122,7 @@ class TrainContext:
         self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
         self.__forwards = ForwardTally()  # the measured precision/compile axes
         self.__telemetry = Telemetry()
+        self.__clock = StepClock()  # host time per step segment, for the benchmarks
 
     def __setattr__(self, name: str, value) -> None:
         """Read-only to the miner: only the harness's own (name-mangled) fields change
@@ -165,8 +167,13 @@ class TrainContext:
         device = self.device
         amp_dtype = getattr(torch, precision) if precision != "fp32" else None
         channel = self.__channel
+        clock = self.__clock
+        clock.restart()
         while True:
+            if clock.steps or channel.step:
+                clock.mark("miner")
             reply, payload = channel.next_rows(batch_size)
+            clock.mark("rows")
             if reply.get("done"):
                 self.__check_inputs()
                 return
@@ -189,10 +196,12 @@ class TrainContext:
             if self.__state_watch is not None:
                 self.__state_watch.before_forward(step)
             self.model.train()
+            clock.mark("prepare")
             with torch.enable_grad(), torch.autocast(
                 device_type=device.type, dtype=amp_dtype, enabled=amp_dtype is not None
             ):
                 logits = forward(inputs)
+            clock.mark("forward")
             check_logits(logits, n, T, self.vocab_size)
             per_token = token_nats(logits, targets, self.__sep)
             loss = per_token.sum() / max(int(reply["tokens"]), 1)
@@ -201,7 +210,9 @@ class TrainContext:
             channel.step += 1
             self.__forwards.add(n, precision, compiled)
             self.__observed.update(self.__forwards.axes())
-            yield Batch(inputs, targets.clone(), loss)
+            batch = Batch(inputs, targets.clone(), loss)
+            clock.mark("loss")
+            yield batch
 
     def __check_inputs(self) -> None:
         """A forward that wrote into its input_ids breaks the contract. It gained nothing
@@ -211,10 +222,13 @@ class TrainContext:
         if self.__channel.broken:
             raise ContractError(self.__channel.broken)
 
-    def close(self) -> None:
+    def close(self, profile: Path | None = None) -> None:
         """Called by the harness after `train` returns: every step's results sent, and the
-        last steps' input checks made."""
+        last steps' input checks made; the host's time per step segment written to
+        `profile` (step_clock.py)."""
         self.__channel.flush(everything=True)
+        if profile is not None:
+            self.__clock.write(profile)
         self.__check_inputs()
 
     def __probe(self, forward, inputs, targets, probe: dict, amp_dtype) -> list[float]:

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from prism_challenge.sandbox.harness.quick_exit import exit_now
+from prism_challenge.sandbox.harness.step_clock import StartClock
 
 
 def _env(name: str) -> str:
@@ -30,6 +31,7 @@ def _summary(exc: BaseException) -> str:
 
 
 def main() -> int:
+    clock = StartClock()  # where the sandbox's start-up goes, for benchmarks/startup.py
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -43,6 +45,8 @@ def main() -> int:
 
     import torch
 
+    clock.mark("import_torch")
+
     from prism_challenge.sandbox.harness import axes
     from prism_challenge.sandbox.harness.context import FeederChannel, TrainContext
     from prism_challenge.sandbox.harness.loading import (
@@ -54,6 +58,7 @@ def main() -> int:
     )
     from prism_challenge.sandbox.harness.state_contract import StateWatch
 
+    clock.mark("harness_imports")
     channel = FeederChannel(_env("PRISM_SOCKET"), rank)
     # What this process sees of CUDA, reported before any of the miner's code is imported:
     # assigned GPUs that are not usable here are the host's fault (infra), never a CPU run.
@@ -61,6 +66,7 @@ def main() -> int:
     challenge = channel.request("hello", {"world_size": world_size,
                                           "cuda_devices": cuda_devices,
                                           "stack": software_stack()})
+    clock.mark("hello")
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
     out_dir, snapshot_dir = scratch / "out", scratch / "snapshots"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -72,17 +78,20 @@ def main() -> int:
     state_watch = None
     try:
         architecture = load_module(submission / "architecture.py", "architecture")
+        clock.mark("import_architecture")
         model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
                             max_params=challenge["param_cap"], seed=seed)
         observed.update(param_count=count_params(model), state_count=count_state(model),
                         layer_count=axes.layer_count(model),
                         module_census=axes.module_census(model))
+        clock.mark("build_model")
         if torch.cuda.is_available():
             device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
         else:
             device = torch.device("cpu")
         model.to(device)
+        clock.mark("to_device")
         ddp = None
         if world_size > 1:
             import torch.distributed as dist
@@ -97,6 +106,8 @@ def main() -> int:
             raise ContractError("training.py must define train(ctx)")
         state_watch = StateWatch(model, architecture)  # the state contract, told in the record
         ready = channel.request("ready", {"param_count": observed["param_count"]})
+        clock.mark("ready")
+        clock.write(scratch / f"startup_rank{rank}.json")
         ctx = TrainContext(
             model=model, ddp_model=ddp, device=device, vocab_size=vocab, seq_len=seq_len,
             separator_id=sep, rank=rank, world_size=world_size,
@@ -109,7 +120,7 @@ def main() -> int:
         watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
         with watch:
             train(ctx)
-        ctx.close()
+        ctx.close(profile=scratch / f"step_profile_rank{rank}.json")
     except ContractError as exc:
         status = {"status": "contract", "detail": str(exc)}
     except Exception as exc:  # the miner's code failed; the run is still recorded

@@ -1,0 +1,81 @@
+"""Where the host's time goes, for the benchmarks (never scored): the sandbox's start-up
+phases (`StartClock`) and each scored step (`StepClock`).
+
+Each step of `ctx.batches()` passes the same marks: asking the feeder for rows (`rows`:
+sending the last steps' losses and waiting for the reply), putting them on the device
+(`prepare`), the scored forward (`forward`: on a GPU, the time to queue its kernels), the
+loss and its queueing for the feeder (`loss`), and the miner's own code until it asks for
+the next batch (`miner`: backward, optimizer step). On a GPU a segment that waits for the
+device shows up long: that is where a harness step loses to a bare loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+SEGMENTS = ("rows", "prepare", "forward", "loss", "miner")
+WARMUP = 5  # first steps left out: allocator, autotuning and compile warm-up
+
+
+def since_process_start() -> float | None:
+    """Seconds since this process was created (the interpreter's own start-up included), from
+    /proc; None where /proc does not say."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, field 22 of proc(5)
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class StartClock:
+    """Seconds of each start-up phase, in order: `interpreter` (process creation to the
+    harness's first line), then what `mark` names (torch imported, hello answered, the
+    miner's architecture imported and built, on the device, ready)."""
+
+    def __init__(self) -> None:
+        before = since_process_start()
+        self.phases: dict[str, float] = {"interpreter": round(before, 4)} if before else {}
+        self._last = time.perf_counter()
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(now - self._last, 4)
+        self._last = now
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.phases))
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(SEGMENTS, 0.0)
+        self.steps = 0
+        self._last = time.perf_counter()
+        self._seen = 0
+
+    def mark(self, segment: str) -> None:
+        """The segment that just ended (`miner` ends when the next batch is asked for)."""
+        now = time.perf_counter()
+        # `miner` closes the step whose loss was marked last, the others the coming one
+        if self._seen - (segment == "miner") >= WARMUP:
+            self.totals[segment] += now - self._last
+        self._last = now
+        if segment == "loss":
+            self._seen += 1
+            self.steps = max(0, self._seen - WARMUP)
+
+    def restart(self) -> None:
+        self._last = time.perf_counter()
+
+    def summary(self) -> dict:
+        """Milliseconds per step of each segment, over the steps after the warm-up."""
+        n = max(self.steps, 1)
+        return {"steps": self.steps,
+                "ms_per_step": {k: round(v * 1e3 / n, 4) for k, v in self.totals.items()}}
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.summary()))
