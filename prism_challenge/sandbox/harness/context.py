@@ -67,12 +67,14 @@ class FeederChannel:
             protocol.send(self.sock, {"op": "loss", "rank": self.rank, "step": step}, data)
 
     def next_rows(self, rows: int) -> tuple[dict, bytes]:
-        self.flush()
+        """The next step's rows; the finished steps' losses are sent after the reply, so the
+        feeder sums them while this step computes rather than while the harness waits."""
         protocol.send(self.sock, {"op": "next", "rank": self.rank, "step": self.step,
                                   "rows": rows})
         reply, payload = protocol.recv(self.sock, MAX_ROWS_BYTES)
         if "error" in reply:
             raise ContractError(reply["error"])
+        self.flush()
         return reply, payload
 
     def record(self, step: int, per_token, edited) -> None:
