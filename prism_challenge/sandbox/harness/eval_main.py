@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.quick_exit import exit_now
+from prism_challenge.sandbox.harness.state_contract import fingerprint
 
 MAX_INPUT_BYTES = 1 << 28
 
@@ -54,7 +55,19 @@ class _Models:
     final weights are loaded again. So each held-out task is answered from the final weights
     and nothing that persisted from an earlier task: a model that updates itself while it
     is evaluated (test-time training on the held-out text it was shown) gains nothing.
-    A replay's snapshot is kept between its tasks (it is re-trained step by step)."""
+    A replay's snapshot is kept between its tasks (it is re-trained step by step).
+
+    The rebuild's cost is the CPU's forced-seed initialisation, the copy of the final
+    weights and their trip to the device, for every task (about a second for a 90M model, so
+    most of a GPT's evaluation on a GPU). So after the first full build of each model, its
+    every tensor (parameters and buffers, persistent or not), the RNG state the build left
+    and the plain values its modules and architecture.py's globals hold are kept on the
+    device (two copies at most: the parameter cap bounds them); later tasks still execute
+    architecture.py afresh and build a new instance, but on the meta device (no values
+    computed), and fill its tensors from that copy. Anything that differs from the full
+    build (names, shapes, dtypes, grad flags, plain values) or a build that needs a value
+    (`.item()` in `__init__`) falls back to full builds.
+    """
 
     FRESH = ("trained", "twin")
 
@@ -69,6 +82,8 @@ class _Models:
         self.forward = None
         self.snapshot: dict | None = None
         self.final: dict | None = None  # final.pt as loaded (CPU): copied into each model
+        self.pristine: dict[str, dict] = {}  # per FRESH model: see the docstring
+        self.full_only: set[str] = set()  # FRESH models whose copy did not match
 
     def get(self, name: str, snapshot: str | None):
         import torch
@@ -81,9 +96,14 @@ class _Models:
         self.model = self.forward = self.snapshot = None
         if name in self.FRESH:
             self.architecture = self.load_architecture()
+            model = self._from_pristine(name)
+            if model is not None:
+                self.model, self.key, self.forward = model, key, model
+                return model
         model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
                             seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
                             seed=self.cfg["seed"])
+        built_rng = _rng_state(self.device)
         if name == "trained":
             if self.final is None:
                 self.final = torch.load(self.inputs / "final.pt", weights_only=True,
@@ -98,15 +118,108 @@ class _Models:
         elif name != "twin":
             raise ValueError(f"unknown model {name!r}")
         model.to(self.device)
+        if name in self.FRESH and name not in self.pristine and name not in self.full_only:
+            self.pristine[name] = {"tensors": {n: t.detach().clone()
+                                               for n, t in _all_tensors(model)},
+                                   "flags": _flags(model), "rng": built_rng,
+                                   "plain": fingerprint(model, self.architecture)}
+            if name == "trained":
+                self.final = None  # the copy holds it; read again only for a full build
         self.model, self.key = model, key
         compiled = bool(self.snapshot and self.snapshot.get("compile"))
         self.forward = torch.compile(model) if compiled else model
+        return model
+
+    def _from_pristine(self, name: str):
+        """A new instance of `name` built on the meta device and filled from the copy of its
+        first full build; None (and full builds from now on) when it does not match."""
+        import torch
+
+        from prism_challenge.sandbox.harness.loading import build_model
+
+        kept = self.pristine.get(name)
+        if kept is None:
+            return None
+        try:
+            model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
+                                seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
+                                seed=self.cfg["seed"], device="meta")
+            torch.nn.Module.to_empty(model, device=self.device)
+            tensors = dict(_all_tensors(model))
+            same = (tensors.keys() == kept["tensors"].keys()
+                    and all(t.shape == kept["tensors"][n].shape
+                            and t.dtype == kept["tensors"][n].dtype
+                            for n, t in tensors.items())
+                    and _flags(model) == kept["flags"]
+                    and fingerprint(model, self.architecture) == kept["plain"])
+        except Exception:  # a build that needs values, or anything else: build in full
+            same = False
+        if not same:
+            del self.pristine[name]
+            self.full_only.add(name)
+            self.architecture = self.load_architecture()  # the failed build's globals go
+            return None
+        with torch.no_grad():
+            for n, t in tensors.items():
+                t.copy_(kept["tensors"][n])
+        if _meta_tensors_left():  # a tensor kept outside parameters and buffers: it has
+            del self.pristine[name]  # no value here, so this model is built in full
+            self.full_only.add(name)
+            self.architecture = self.load_architecture()
+            return None
+        _set_rng_state(kept["rng"], self.device)
         return model
 
     def precision(self) -> str:
         if self.snapshot is not None:
             return self.snapshot.get("precision", "fp32")
         return self.cfg.get("precision", "fp32")
+
+
+def _all_tensors(model):
+    """(name, tensor) of every parameter and buffer, shared ones under each of their names."""
+    import itertools
+
+    import torch
+
+    return itertools.chain(torch.nn.Module.named_parameters(model, remove_duplicate=False),
+                           torch.nn.Module.named_buffers(model, remove_duplicate=False))
+
+
+def _meta_tensors_left() -> bool:
+    """Whether any tensor of this process is still on the meta device (a plain tensor
+    attribute, a tensor in a list or a global: the meta build gave it no value)."""
+    import gc
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return any(isinstance(o, torch.Tensor) and o.is_meta for o in gc.get_objects())
+
+
+def _flags(model) -> list[tuple[str, bool]]:
+    import torch
+
+    return [(n, p.requires_grad)
+            for n, p in torch.nn.Module.named_parameters(model, remove_duplicate=False)]
+
+
+def _rng_state(device):
+    import torch
+
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state, device) -> None:
+    import torch
+
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
 
 
 def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:

@@ -23,8 +23,10 @@ def load_module(path: Path, name: str) -> ModuleType:
 
 
 def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_params: int,
-                seed: int):
-    """`build_model(ctx)` on the CPU under the forced seed; checks type and parameter cap."""
+                seed: int, device: str = "cpu"):
+    """`build_model(ctx)` on the CPU under the forced seed; checks type and parameter cap.
+    `device="meta"` builds the same structure without computing any value (the eval
+    sandbox then fills every tensor from an earlier CPU build: eval_main._Models)."""
     import torch
 
     from prism_challenge.sandbox.harness.seeding import seed_everything
@@ -34,7 +36,7 @@ def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_
         raise ContractError("architecture.py must define build_model(ctx)")
     seed_everything(seed)
     ctx = SimpleNamespace(vocab_size=vocab_size, seq_len=seq_len, max_params=max_params)
-    with torch.device("cpu"):
+    with torch.device(device):
         model = fn(ctx)
     if not isinstance(model, torch.nn.Module):
         raise ContractError(f"build_model returned {type(model).__name__}, not a torch.nn.Module;"
