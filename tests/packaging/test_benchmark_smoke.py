@@ -106,6 +106,13 @@ def _startup(out: str) -> None:
                          r"before ([\d.]+) s, now ([\d.]+) s")
     assert all(float(x) > 0 for x in numbers)  # speed is reported, never asserted
     assert "trivial worker, launch --single" in out and "whole runs, median of 1" in out
+    # the harness's own account of its start-up, phase by phase (harness/step_clock.py)
+    phases = re.search(r"harness start-up phases \(s\): interpreter ([\d.]+), import_torch "
+                       r"([\d.]+), harness_imports [\d.]+, hello [\d.]+, import_architecture "
+                       r"[\d.]+, build_model [\d.]+, to_device [\d.]+, ready [\d.]+; sum "
+                       r"([\d.]+)", out)
+    assert phases, out
+    assert float(phases[2]) > 0 and float(phases[3]) >= float(phases[2])
 
 
 def _data_throughput(out: str) -> None:
@@ -123,6 +130,12 @@ def _harness_overhead(out: str) -> None:
     ratio, steps = _last(out, r"per-step ratio harness/bare = ([\d.]+) median of 1 .*; both "
                               r"sides (\d+) steps")
     assert steps == "8" and 0 < float(ratio) < float("inf")
+    # the harness's account of its host time per step: the segments add up to the step
+    host = re.search(r"harness host time per step \(ms, (\d+) steps\): rows ([\d.]+), "
+                     r"prepare [\d.]+, forward ([\d.]+), loss [\d.]+, miner ([\d.]+); sum "
+                     r"([\d.]+)", out)
+    assert host, out
+    assert host[1] == "3" and float(host[3]) > 0 and float(host[4]) > 0
 
 
 def _cluster_overhead(out: str) -> None:

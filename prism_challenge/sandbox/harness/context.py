@@ -67,14 +67,14 @@ class FeederChannel:
             protocol.send(self.sock, {"op": "loss", "rank": self.rank, "step": step}, data)
 
     def next_rows(self, rows: int) -> tuple[dict, bytes]:
-        """The next step's rows; the finished steps' losses are sent after the reply, so the
-        feeder sums them while this step computes rather than while the harness waits."""
+        """The next step's rows, after the finished steps' losses: the feeder's early stop
+        and its accounting of what was consumed read the losses that arrived first."""
+        self.flush()
         protocol.send(self.sock, {"op": "next", "rank": self.rank, "step": self.step,
                                   "rows": rows})
         reply, payload = protocol.recv(self.sock, MAX_ROWS_BYTES)
         if "error" in reply:
             raise ContractError(reply["error"])
-        self.flush()
         return reply, payload
 
     def record(self, step: int, per_token, edited) -> None:
