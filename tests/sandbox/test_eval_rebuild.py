@@ -76,3 +76,4 @@ def test_a_tensor_outside_parameters_and_buffers_means_full_builds(tmp_path):
     assert "twin" not in fast.pristine and fast.full_only == {"twin"}
     for (_, logits, *_), (_, logits_w, *_) in zip(got, want, strict=True):
         assert torch.equal(logits, logits_w)
+

@@ -119,11 +119,14 @@ class _Models:
             raise ValueError(f"unknown model {name!r}")
         model.to(self.device)
         if name in self.FRESH and name not in self.pristine and name not in self.full_only:
-            self.pristine[name] = {"tensors": {n: t.detach().clone()
-                                               for n, t in _all_tensors(model)},
-                                   "flags": _flags(model), "rng": built_rng,
-                                   "plain": fingerprint(model, self.architecture)}
-            if name == "trained":
+            try:
+                self.pristine[name] = {"tensors": {n: t.detach().clone()
+                                                   for n, t in _all_tensors(model)},
+                                       "flags": _flags(model), "rng": built_rng,
+                                       "plain": fingerprint(model, self.architecture)}
+            except Exception:  # a tensor that cannot be copied: full builds, as before
+                self.full_only.add(name)
+            if name == "trained" and name in self.pristine:
                 self.final = None  # the copy holds it; read again only for a full build
         self.model, self.key = model, key
         compiled = bool(self.snapshot and self.snapshot.get("compile"))
@@ -152,6 +155,10 @@ class _Models:
                             for n, t in tensors.items())
                     and _flags(model) == kept["flags"]
                     and fingerprint(model, self.architecture) == kept["plain"])
+            if same:
+                with torch.no_grad():
+                    for n, t in tensors.items():
+                        t.copy_(kept["tensors"][n])
         except Exception:  # a build that needs values, or anything else: build in full
             same = False
         if not same:
@@ -159,9 +166,6 @@ class _Models:
             self.full_only.add(name)
             self.architecture = self.load_architecture()  # the failed build's globals go
             return None
-        with torch.no_grad():
-            for n, t in tensors.items():
-                t.copy_(kept["tensors"][n])
         if _meta_tensors_left():  # a tensor kept outside parameters and buffers: it has
             del self.pristine[name]  # no value here, so this model is built in full
             self.full_only.add(name)
