@@ -39,6 +39,7 @@ def _models(tmp_path, source: bytes, fast: bool) -> _Models:
     torch.save(torch.nn.Module.state_dict(trained), inputs / "final.pt")
     models = _Models(lambda: load_module(arch, "architecture"), CFG, inputs,
                      torch.device("cpu"))
+    models.COPY_ABOVE_S = 0.0  # the tiny model builds in milliseconds: copy it anyway
     if not fast:  # the reference: every task a full build
         models._from_pristine = lambda name: None
     return models
@@ -77,3 +78,10 @@ def test_a_tensor_outside_parameters_and_buffers_means_full_builds(tmp_path):
     for (_, logits, *_), (_, logits_w, *_) in zip(got, want, strict=True):
         assert torch.equal(logits, logits_w)
 
+
+
+def test_a_model_that_builds_quickly_is_not_copied(tmp_path):
+    models = _models(tmp_path, (FIXTURES / "tiny" / "architecture.py").read_bytes(), fast=True)
+    models.COPY_ABOVE_S = 60.0  # no build takes this long: every task builds in full
+    got = _answers(models, "trained")
+    assert len(got) == 3 and models.pristine == {} and models.full_only == set()

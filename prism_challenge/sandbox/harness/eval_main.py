@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import traceback
 from pathlib import Path
 
@@ -70,6 +71,9 @@ class _Models:
     """
 
     FRESH = ("trained", "twin")
+    # a full build quicker than this is kept as it is: for a small model the copy's checks
+    # (one walk over the process's objects) cost more than the build they save
+    COPY_ABOVE_S = 0.25
 
     def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
         self.load_architecture = load_architecture
@@ -100,6 +104,7 @@ class _Models:
             if model is not None:
                 self.model, self.key, self.forward = model, key, model
                 return model
+        started = time.perf_counter()
         model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
                             seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
                             seed=self.cfg["seed"])
@@ -118,7 +123,8 @@ class _Models:
         elif name != "twin":
             raise ValueError(f"unknown model {name!r}")
         model.to(self.device)
-        if name in self.FRESH and name not in self.pristine and name not in self.full_only:
+        if (name in self.FRESH and name not in self.pristine and name not in self.full_only
+                and time.perf_counter() - started >= self.COPY_ABOVE_S):
             try:
                 self.pristine[name] = {"tensors": {n: t.detach().clone()
                                                    for n, t in _all_tensors(model)},
