@@ -6,7 +6,8 @@ exactly the slot's devices and cores: `health_probe` (cpuset, device nodes, CPU 
 matmul against the CPU, and `torch.compile` of a tiny model per `validator.probe_compile`:
 by default on slots with GPUs, once per slot until a probe of it fails, since a compile
 costs seconds and the toolchain does not change between runs). A slot that fails either is
-unhealthy; the reason names the check.
+unhealthy; the reason names the check. A probe cut short by the validator's shutdown
+(`cancel`) is neither: it says nothing of the slot.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ class Health:
     problems: tuple[str, ...]
     seconds: float
     notes: tuple[str, ...] = ()
+    cancelled: bool = False  # the validator stopped it: no verdict on the slot
 
     @property
     def reason(self) -> str:
@@ -46,10 +49,12 @@ class Health:
 
 
 class HealthCheck:
-    def __init__(self, settings: Settings, backend: IsolationBackend, work_dir: Path) -> None:
+    def __init__(self, settings: Settings, backend: IsolationBackend, work_dir: Path, *,
+                 cancel: threading.Event | None = None) -> None:
         self.settings = settings
         self.backend = backend
         self.work_dir = Path(work_dir)
+        self.cancel = cancel or threading.Event()  # set on shutdown: a probe stops at once
         self._compiled: set[int] = set()  # slots whose sandbox compiled since their last failure
 
     def compiles(self, slot: Slot) -> bool:
@@ -65,6 +70,9 @@ class HealthCheck:
         if not problems:
             found, notes = self.sandbox_problems(slot)
             problems += found
+        if self.cancel.is_set():
+            return Health(False, ("the validator is shutting down",),
+                          time.monotonic() - start, cancelled=True)
         return Health(not problems, tuple(problems), time.monotonic() - start, notes)
 
     def host_problems(self, slot: Slot) -> list[str]:
@@ -113,7 +121,8 @@ class HealthCheck:
             scratch=scratch, gpus=slot.devices, cpus=slot.cpus,
             name=f"prism-health-{slot.index}")
         try:
-            result = self.backend.run(spec)
+            result = self.backend.run(spec, stop_at=lambda: 0.0 if self.cancel.is_set()
+                                      else None)
         except Exception as exc:  # the sandbox itself cannot start on this slot
             return [f"the probe sandbox failed to start: {type(exc).__name__}: {exc}"[:500]], ()
         finally:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import bittensor
@@ -98,7 +100,8 @@ class ValidatorNode:
         else:
             self.runner = Runner.from_data(settings, backend, Path(settings.data.root))
             slots = plan_slots(settings, discover_gpus(settings.sandbox.gpus), host_cpus())
-            health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health")
+            health = HealthCheck(settings, backend, Path(settings.validator.work_dir) / "health",
+                                 cancel=self.stop_event)
             self.rotation = Rotation(settings, slots, health)
             self.workers = [
                 EvaluationWorker(settings, self.store, self.runner, self.registry,
@@ -163,9 +166,20 @@ class ValidatorNode:
         self._threads.append(thread)
 
     def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop every loop within `timeout_s` in all; a loop still running then is logged
+        with where it is (the operator's lead on a hang), and the node closes without it."""
         self.stop_event.set()
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout_s)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t for t in self._threads if t.is_alive()]
+        if stuck:
+            frames = sys._current_frames()
+            for t in stuck:
+                where = "".join(traceback.format_stack(frames[t.ident])[-6:]) \
+                    if t.ident in frames else "(no frame)"
+                log.error("loop %s still running %.0fs after the stop; closing without it; "
+                          "it was at:\n%s", t.name, timeout_s, where)
         self.server.stop()
         if self.cluster is not None:
             self.cluster.close()

@@ -71,6 +71,8 @@ class Rotation:
         if self.health is None:
             return True
         health = self.health.check(slot)
+        if health.cancelled:  # shutting down: the slot takes nothing, and stays in rotation
+            return False
         if not health.ok:
             self.take_out(slot, health.reason)
             return False

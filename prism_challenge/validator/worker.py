@@ -85,6 +85,8 @@ class EvaluationWorker:
             ids = [i for i in ids if self.rotation.may_take(self.slot, i)]
             if not ids or not (admitted or self.rotation.admit(self.slot)):
                 return None
+        if self.cancel.is_set():
+            return None
         for sid in ids:
             try:
                 with self.store.session() as s:
@@ -103,10 +105,15 @@ class EvaluationWorker:
         return None
 
     def run_once(self) -> int | None:
+        """One job on this slot: a queued contender replay first, else the oldest queued
+        submission; None when there was none, or when the validator is stopping (nothing new
+        starts after shutdown began, even between the slot's probe and the claim)."""
+        if self.cancel.is_set():
+            return None
         admitted = False
         if self.rotation is not None and self._replay_waiting():
             admitted = self.rotation.admit(self.slot)
-            if not admitted:
+            if not admitted or self.cancel.is_set():
                 return None
         if self.rotation is None or admitted:
             sid = verification_jobs.claim(self.store)
