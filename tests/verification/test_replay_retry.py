@@ -3,6 +3,7 @@ the real worker, store, runner and bubblewrap; the stored plan on SQLite and Pos
 
 from __future__ import annotations
 
+import copy
 import threading
 
 from fixture_bundles import queue_bundle
@@ -46,9 +47,12 @@ def test_a_retried_replay_meets_the_stored_plan_even_after_the_secret_changed(
     assert EvaluationWorker(settings, store, runner, registry=None).run_once() == sid
     assert _verification(store, sid).plan is None  # queued: nothing drawn yet
 
+    # the first attempt is interrupted as the replay starts: the plan is drawn and kept
     shutdown = threading.Event()
-    shutdown.set()  # the first attempt is interrupted at once: the plan is drawn and kept
-    assert EvaluationWorker(settings, store, runner, None, cancel=shutdown).run_once() == sid
+    interrupted = copy.copy(runner)
+    interrupted.on_event = lambda _msg: shutdown.set()
+    assert EvaluationWorker(settings, store, interrupted, None, cancel=shutdown
+                            ).run_once() == sid
     first = _verification(store, sid)
     assert (first.status, first.attempts, first.replay) == ("queued", 0, None)
     stored = DrawnPlan.model_validate(first.plan)
