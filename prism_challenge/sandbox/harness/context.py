@@ -25,6 +25,7 @@ from prism_challenge.sandbox.harness.axes import ForwardTally
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.offload import Offload
+from prism_challenge.sandbox.harness.seeding import inductor_deterministic
 from prism_challenge.sandbox.harness.step_clock import StepClock
 from prism_challenge.sandbox.harness.telemetry import Telemetry
 
@@ -157,6 +158,7 @@ class TrainContext:
         forward = self.model
         if compile:
             if self.__compiled is None:
+                inductor_deterministic()
                 self.__compiled = torch.compile(self.model)
             forward = self.__compiled
         return self.__iterate(batch_size, precision, forward, bool(compile))

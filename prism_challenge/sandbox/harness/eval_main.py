@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.quick_exit import exit_now
+from prism_challenge.sandbox.harness.seeding import inductor_deterministic
 from prism_challenge.sandbox.harness.state_contract import fingerprint
 
 MAX_INPUT_BYTES = 1 << 28
@@ -136,6 +137,8 @@ class _Models:
                 self.final = None  # the copy holds it; read again only for a full build
         self.model, self.key = model, key
         compiled = bool(self.snapshot and self.snapshot.get("compile"))
+        if compiled:
+            inductor_deterministic()
         self.forward = torch.compile(model) if compiled else model
         return model
 

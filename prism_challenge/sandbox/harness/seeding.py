@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 
 def make_deterministic(seed: int, threads: int) -> None:
@@ -21,10 +22,35 @@ def make_deterministic(seed: int, threads: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     strict = os.environ.get("PRISM_DETERMINISTIC", "1") != "0"
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(strict, warn_only=False)
+    deterministic_algorithms(strict)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = strict
     seed_everything(seed)
+
+
+def deterministic_algorithms(strict: bool) -> None:
+    """What `torch.use_deterministic_algorithms(strict, warn_only=False)` sets, without its
+    import of inductor (as long again as `import torch`, in every sandbox, for runs that
+    mostly never compile). Inductor's own flag is set where inductor reads it when first
+    imported (its environment variable), or on its config if something imported it already;
+    `inductor_deterministic` checks it wherever a model is compiled."""
+    import torch
+
+    config = sys.modules.get("torch._inductor.config")
+    if config is not None:
+        config.deterministic = strict
+    else:
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1" if strict else "0"
+    torch._C._set_deterministic_algorithms(strict, warn_only=False)
+
+
+def inductor_deterministic() -> None:
+    """Before a compile: inductor's flag agrees with torch's global mode (a build whose
+    inductor did not read the environment variable gets it set here)."""
+    import torch
+    import torch._inductor.config as config
+
+    config.deterministic = torch.are_deterministic_algorithms_enabled()
 
 
 def seed_everything(seed: int) -> None:
