@@ -65,7 +65,9 @@ class ChainSettings(Section):
 
     @model_validator(mode="after")
     def _serve_address_is_ip_port(self) -> ChainSettings:
-        if (problem := network_error(self.network)) is not None:
+        # only a node that goes online uses the network (checking it imports bittensor,
+        # most of a second, in every process that reads the settings)
+        if self.mode == "online" and (problem := network_error(self.network)) is not None:
             raise ValueError(f"chain.network: {problem}")
         if self.serve_address is not None:
             import ipaddress

@@ -1,7 +1,11 @@
 """Which chain a node is on is explicit: production refuses every local-only setting by name,
-a network bittensor does not know is refused, and chain flags switch the node online."""
+a network bittensor does not know is refused where the node goes online, and chain flags
+switch the node online."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
@@ -26,9 +30,16 @@ def test_production_online_with_defaults_is_accepted():
     assert Settings().unsafe_on_a_network()[0].startswith("chain.mode 'local'")
 
 
-def test_unknown_network_in_the_config_is_refused():
+def test_unknown_network_in_the_config_is_refused_where_it_is_used():
     with pytest.raises(ValueError, match="unknown network 'testnet': use one of archive"):
-        Settings(chain={"network": "testnet"})
+        Settings(chain={"mode": "online", "network": "testnet"})
+    # a local node never connects: its settings load without bittensor (most of a second)
+    probe = ("import sys; from prism_challenge.config import Settings; "
+             "s = Settings(chain={'network': 'testnet'}); "
+             "print(s.chain.network, 'bittensor' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["testnet", "False"], done.stderr[-2000:]
 
 
 def test_network_flag_switches_online_and_off_any_hotkey():
