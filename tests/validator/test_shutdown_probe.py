@@ -10,6 +10,7 @@ from fixture_bundles import queue_bundle
 from validator_kit import TINY
 
 from prism_challenge.config import Settings
+from prism_challenge.hardware.devices import host_cpus
 from prism_challenge.hardware.health import HealthCheck
 from prism_challenge.hardware.slots import Slot
 from prism_challenge.isolation import make_backend
@@ -55,7 +56,7 @@ def test_a_shutdown_during_the_probe_stops_it_and_starts_no_run(store, tmp_path)
                                    "probe_timeout_s": 280.0})
     stop = threading.Event()
     backend = StopsOnceStarted(stop)
-    slot = Slot(0, (), (0,))
+    slot = Slot(0, (), host_cpus()[:1])
     rotation = Rotation(settings, [slot], HealthCheck(settings, backend, tmp_path / "health",
                                                       cancel=stop))
     worker = EvaluationWorker(settings, store, NeverRuns(), None, cancel=stop, slot=slot,
@@ -77,5 +78,5 @@ def test_the_same_probe_without_a_shutdown_admits_the_slot(tmp_path):
     settings = Settings(validator={"probe_timeout_s": 280.0})
     backend = StopsOnceStarted(threading.Event())  # its event is not the probe's cancel
     health = HealthCheck(settings, backend, tmp_path / "health")
-    result = health.check(Slot(0, (), (0,)))
+    result = health.check(Slot(0, (), host_cpus()[:1]))
     assert (result.ok, result.cancelled, backend.causes) == (True, False, ["ok"])
