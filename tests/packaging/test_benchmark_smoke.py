@@ -115,6 +115,14 @@ def _startup(out: str) -> None:
     assert float(phases[2]) > 0 and float(phases[3]) >= float(phases[2])
 
 
+def _warm_start(out: str) -> None:
+    cold, warm, ratio = _last(out, r"median of 1: cold start ([\d.]+) s, warm start ([\d.]+) s, "
+                                   r"warm/cold ([\d.]+); same sandbox seen: yes")
+    assert float(cold) > 0 and float(warm) > 0  # speed is reported, never asserted
+    assert ("uid 65534, capabilities none, network OSError, the clone hidden, /usr read-only, "
+            "pids [1, 2, 3] (cold: [1, 2])") in out
+
+
 def _data_throughput(out: str) -> None:
     tok, reader = _last(out, r"tokenizer ([\d.]+) MB/s, reader \(slowest\) ([\d.]+) M tokens/s")
     assert float(tok) > 0 and float(reader) > 0  # speed is reported, never asserted
@@ -184,6 +192,7 @@ SMOKES = {
     "scoring_bench.py": ((), _scoring_bench),
     "dashboard_speed.py": ((), _dashboard_speed),
     "startup.py": ((), _startup),
+    "warm_start.py": ((), _warm_start),
     "registry_sim.py": ((), _registry_sim),
     "data_throughput.py": ((), _data_throughput),
     "record_size.py": ((), _record_size),
