@@ -8,10 +8,6 @@ LOCK   := requirements.lock
 # Extra pip options for the install, e.g. where no local CPU torch wheel exists:
 #   make setup PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'
 PIP_ARGS ?=
-# Every test worker and every process a test starts (CLI, validator, benchmark) imports the
-# package and the tests; a shell that sets PYTHONDONTWRITEBYTECODE makes each one compile
-# them again from source (collection alone took 8.7 s per worker instead of 5.8 s).
-unexport PYTHONDONTWRITEBYTECODE
 # The dev extra names the project itself (prism-challenge[miner,...]): --unsafe-package keeps
 # it out of the lock, which holds third-party packages only.
 COMPILE := -m piptools compile --quiet --extra dev --strip-extras --unsafe-package prism-challenge \

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from prism_challenge.bundle import MAX_SCRIPT_BYTES
+from prism_challenge.bundle.sources import read_dir
 from prism_challenge.gates import check_policy, fingerprint
 from prism_challenge.gates.duplicates import find_original, record_fingerprint
 from prism_challenge.storage import Store
@@ -56,8 +57,7 @@ def max_size(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def main(n: int) -> None:
-    bundles = {p.name: {f.name: f.read_bytes() for f in p.iterdir()}
-               for p in sorted(HONEST.iterdir())}
+    bundles = {p.name: read_dir(p) for p in sorted(HONEST.iterdir()) if p.is_dir()}
     print(f"{'bundle':<22}{'bytes':>8}{'policy ms':>11}{'fingerprint ms':>16}")
     for name, files in bundles.items():
         size = sum(len(v) for v in files.values())

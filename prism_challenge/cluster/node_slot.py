@@ -80,7 +80,8 @@ class NodeSlot:
         self.index = index
         self.gpus: tuple[GpuInfo, ...] = tuple(discover_gpus(gpu_ids)) if gpu_ids else ()
         self.backend = make_backend(self.settings.sandbox.backend,
-                                    docker_image=self.settings.sandbox.docker_image)
+                                    docker_image=self.settings.sandbox.docker_image,
+                                    prewarm=self.settings.sandbox.prewarm)
         self.health = HealthCheck(self.settings, self.backend,
                                   Path(self.settings.validator.work_dir) / "health")
         self._cancel = threading.Event()

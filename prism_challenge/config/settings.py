@@ -157,6 +157,9 @@ class SandboxSettings(Section):
     save_grace_s: float = Field(60.0, gt=0)
     eval_time_s: float = Field(300.0, gt=0)
     cpu_threads: int = Field(2, ge=1)
+    # bubblewrap: start each sandbox's program as a fork of one interpreter that imported
+    # torch once (docs/sandbox.md, "The prewarmed interpreter"); false starts every one cold
+    prewarm: bool = True
     # torch.use_deterministic_algorithms and cuDNN's deterministic flag in every sandbox
     # (seeds are set either way). The run's stack records it: a replay under the other mode
     # is not comparable (docs/sandbox.md, "Determinism").

@@ -112,7 +112,8 @@ class HealthCheck:
             "PRISM_PROBE_MINORS": ",".join(str(d.minor) for d in slot.devices) if isolated
             else "",
             "PRISM_PROBE_MIN_FREE": str(self.settings.validator.probe_min_free_fraction),
-            "OMP_NUM_THREADS": "1",
+            # the runs' value: the probe then starts in the runs' prewarmed interpreter
+            "OMP_NUM_THREADS": str(self.settings.sandbox.cpu_threads),
         })
         spec = SandboxSpec(
             argv=(sys.executable, "-m", "prism_challenge.hardware.health_probe"),

@@ -22,13 +22,14 @@ from prism_challenge.isolation.spec import (
 
 
 def make_backend(name: str, *, docker_image: str = "prism-challenge:latest",
-                 dev_dir: Path = Path("/dev")) -> IsolationBackend:
+                 dev_dir: Path = Path("/dev"), prewarm: bool = True) -> IsolationBackend:
     """`dev_dir` is where bubblewrap finds the GPU device nodes it binds (tests point it at
-    stand-in files)."""
+    stand-in files); `prewarm`: bubblewrap starts `python -m` programs in the prewarmed
+    interpreter (isolation/prewarm.py)."""
     if name == "bubblewrap":
         from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 
-        return BubblewrapBackend(dev_dir=dev_dir)
+        return BubblewrapBackend(dev_dir=dev_dir, prewarm=prewarm)
     if name == "docker":
         from prism_challenge.isolation.docker import DockerBackend
 

@@ -7,11 +7,22 @@ capability dropped and dies with its parent. Limits come from `supervise`.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from prism_challenge.isolation.cgroup import Cgroup
+from prism_challenge.isolation.enter import program_pid
+from prism_challenge.isolation.prewarm import (
+    EnteredProgram,
+    PrewarmUnavailable,
+    entry_of,
+    prewarmed_for,
+)
 from prism_challenge.isolation.spec import (
     SANDBOX_USER,
     Mount,
@@ -19,7 +30,9 @@ from prism_challenge.isolation.spec import (
     SandboxSpec,
     StopAt,
 )
-from prism_challenge.isolation.supervise import supervise
+from prism_challenge.isolation.supervise import Enter, supervise
+
+log = logging.getLogger("prism.sandbox")
 
 NOBODY = "65534"
 # Name resolution inside the sandbox knows loopback only (torchrun rendezvous and gloo need
@@ -34,6 +47,8 @@ GROUP = f"{SANDBOX_USER}:x:{NOBODY}:\n"
 # Driver nodes every CUDA process needs besides its own GPUs' /dev/nvidia<minor>; bound when
 # the host has them.
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+# What the sandbox runs while the prewarmed interpreter enters it (isolation/prewarm.py).
+WAITER = ("/bin/sh", "-c", "echo ready; exec sleep infinity")
 
 
 class DeviceNodeMissing(RuntimeError):
@@ -96,12 +111,14 @@ def runtime_mounts() -> tuple[Mount, ...]:
 class BubblewrapBackend:
     name = "bubblewrap"
 
-    def __init__(self, bwrap: str | None = None, *, dev_dir: Path = Path("/dev")) -> None:
+    def __init__(self, bwrap: str | None = None, *, dev_dir: Path = Path("/dev"),
+                 prewarm: bool = True) -> None:
         found = bwrap or shutil.which("bwrap")
         if not found:
             raise RuntimeError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         self.bwrap = found
         self.dev_dir = Path(dev_dir)
+        self.prewarm = prewarm  # `python -m` programs start in the prewarmed interpreter
 
     def device_binds(self, spec: SandboxSpec) -> list[str]:
         """Only this sandbox's GPU nodes (and the driver's control nodes) appear in its /dev."""
@@ -141,14 +158,35 @@ class BubblewrapBackend:
         argv += harness_args()
         argv += self.device_binds(spec)
         argv += ["--remount-ro", "/"]  # the sandbox's own root: only /tmp and binds write
+        for key, value in sorted(self.environment(spec).items()):
+            argv += ["--setenv", key, value]
+        argv += ["--chdir", spec.cwd, "--", *spec.argv]
+        return argv
+
+    @staticmethod
+    def environment(spec: SandboxSpec) -> dict[str, str]:
+        """The program's whole environment in the sandbox."""
         env = {"PYTHONPATH": HARNESS_ROOT, **spec.env}
         if spec.gpus:  # indices follow nvidia-smi's (PCI bus) order, as the slots were planned
             env.update(CUDA_VISIBLE_DEVICES=",".join(g.id for g in spec.gpus),
                        CUDA_DEVICE_ORDER="PCI_BUS_ID")
-        for key, value in sorted(env.items()):
-            argv += ["--setenv", key, value]
-        argv += ["--chdir", spec.cwd, "--", *spec.argv]
-        return argv
+        return env
+
+    def _enter(self, spec: SandboxSpec, module: str, args: tuple[str, ...]) -> Enter:
+        """Starts `python -m module args` of `spec` in the prewarmed interpreter, inside the
+        sandbox the launcher built around WAITER."""
+
+        def enter(launcher: subprocess.Popen, cgroup: Cgroup | None) -> EnteredProgram:
+            if launcher.stdout is None or launcher.stdout.readline() != b"ready\n":
+                raise PrewarmUnavailable("the sandbox did not start: its waiter is silent")
+            request = {"pid": program_pid(program_pid(launcher.pid)), "module": module,
+                       "args": list(args), "env": self.environment(spec), "cwd": spec.cwd,
+                       "cgroup_procs": [] if cgroup is None
+                       else [str(d / "cgroup.procs") for d in cgroup.dirs],
+                       "cpus": list(spec.cpus), "fsize": spec.limits.disk_bytes}
+            return prewarmed_for(request["env"]).spawn(request)
+
+        return enter
 
     def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult:
         (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
@@ -158,5 +196,17 @@ class BubblewrapBackend:
             (etc / "nsswitch.conf").write_text(NSSWITCH)
             (etc / "passwd").write_text(PASSWD)
             (etc / "group").write_text(GROUP)
-            return supervise(self.command(spec, etc), spec.limits, spec.scratch, name=spec.name,
-                             stop_at=stop_at, cpus=spec.cpus)
+            entry = entry_of(spec.argv) if self.prewarm else None
+            if entry is None:
+                return supervise(self.command(spec, etc), spec.limits, spec.scratch,
+                                 name=spec.name, stop_at=stop_at, cpus=spec.cpus)
+            waiter = self.command(dataclasses.replace(spec, argv=WAITER), etc)
+            try:
+                return supervise(waiter, spec.limits, spec.scratch, name=spec.name,
+                                 stop_at=stop_at, cpus=spec.cpus,
+                                 enter=self._enter(spec, *entry))
+            except PrewarmUnavailable as exc:
+                log.warning("sandboxes start cold from now on: %s", exc)
+                self.prewarm = False
+                return supervise(self.command(spec, etc), spec.limits, spec.scratch,
+                                 name=spec.name, stop_at=stop_at, cpus=spec.cpus)

@@ -1,11 +1,12 @@
 """Joining a running bubblewrap sandbox from outside it.
 
-Every sandbox today starts a fresh interpreter that imports torch (about 2 s of CPU on a
-small host, most of a test run's start-up). A prewarmed interpreter that has imported torch,
-and never anything of a miner's, could instead fork one child per sandbox and move that
-child into a sandbox bubblewrap has just built: the same mounts, the same fresh namespaces
-per run, so nothing a run leaves behind (SysV shared memory, message queues, keyrings, files
-in /tmp) reaches the next one, which a long-lived shared sandbox could not promise.
+A sandbox's program used to start a fresh interpreter that imported torch (about 2 s of CPU
+on a small host, most of a short run's start-up). The prewarmed interpreter (prewarm.py)
+has imported torch, and never anything of a miner's; it forks one child per sandbox and
+moves that child into a sandbox bubblewrap has just built: the same mounts, the same fresh
+namespaces per run, so nothing a run leaves behind (SysV shared memory, message queues,
+keyrings, files in /tmp) reaches the next one, which a long-lived shared sandbox could not
+promise.
 
 `enter_sandbox(pid)` is that move, for a forked, single-threaded child. The order is forced
 by who owns what: bubblewrap creates the mount, pid, net, ipc, uts and cgroup namespaces in
@@ -69,6 +70,9 @@ def enter_sandbox(pid: int) -> None:
         for kind in _CLONE:
             fds[kind] = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
         fds["root"] = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for kind in ("user", "mnt", "net", "pid"):  # a sandbox shares none of these with us
+            if _same(fds[kind], f"/proc/self/ns/{kind}"):
+                raise EnterError(0, f"process {pid} shares our {kind} namespace: no sandbox")
         try:
             fds["owner"] = fcntl.ioctl(fds["user"], _NS_GET_PARENT)
         except OSError as exc:

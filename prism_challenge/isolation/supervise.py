@@ -14,10 +14,16 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from prism_challenge.isolation.cgroup import Cgroup
 from prism_challenge.isolation.spec import ExitCause, Limits, SandboxResult, StopAt
+
+# Starts a sandbox's program inside the sandbox the launcher built: (launcher, its cgroup) ->
+# the process to follow (pid, stdout, poll(), returncode, kill(): prewarm.EnteredProgram).
+Enter = Callable[[subprocess.Popen, Cgroup | None], Any]
 
 POLL_S = 0.05
 DISK_POLL_S = 0.5
@@ -107,9 +113,12 @@ class _Tail:
 
 
 def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
-              stop_at: StopAt = None, cpus: tuple[int, ...] = ()) -> SandboxResult:
+              stop_at: StopAt = None, cpus: tuple[int, ...] = (),
+              enter: Enter | None = None) -> SandboxResult:
     """`cpus`: the cores the whole tree runs on (a cpuset where cgroups allow, and always the
-    launcher's affinity, which every process it starts inherits)."""
+    launcher's affinity, which every process it starts inherits). `enter`: `argv` only
+    builds the sandbox around a waiter, and `enter(launcher, cgroup)` starts the program in
+    it (the prewarmed interpreter, isolation/prewarm.py); the program is what is followed."""
     cgroup = Cgroup.create(f"{name}-{os.getpid()}-{time.monotonic_ns()}", limits.memory_bytes,
                            limits.pids_max, cpus)
 
@@ -136,13 +145,22 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
         if cgroup is not None:
             cgroup.remove()
         raise
-    tail = _Tail(proc.stdout, limits.output_bytes)
+    watched = proc
+    try:
+        if enter is not None:
+            watched = enter(proc, cgroup)
+    except BaseException:
+        _kill_tree(proc, cgroup)
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    tail = _Tail(watched.stdout, limits.output_bytes)
     cause: ExitCause | None = None
     detail = ""
     peak = 0
     next_disk = start
     try:
-        while proc.poll() is None:
+        while watched.poll() is None:
             now = time.monotonic()
             late = stop_at() if stop_at is not None else None
             if now - start > limits.wall_s:
@@ -156,7 +174,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             elif tail.total > OUTPUT_KILL_FACTOR * limits.output_bytes:
                 cause, detail = "output", f"wrote over {tail.total} bytes of output"
             elif cgroup is None:
-                pids = _tree(proc.pid)
+                pids = _tree(watched.pid)
                 rss = _rss(pids)
                 peak = max(peak, rss)
                 if len(pids) > limits.pids_max:
@@ -172,7 +190,12 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
                 break
             time.sleep(POLL_S)
     finally:
+        if watched is not proc:
+            watched.kill()
         _kill_tree(proc, cgroup)
+        if watched is not proc:
+            _kill_pids(_tree(watched.pid))
+            _wait(watched)
         wall = time.monotonic() - start
         output = tail.text()
         if cgroup is not None:
@@ -182,7 +205,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             if cause is None and cgroup.fork_refusals() > 0 and proc.returncode != 0:
                 cause, detail = "pids", f"process limit of {limits.pids_max} reached"
             cgroup.remove()
-    code = proc.returncode
+    code = watched.returncode
     if cause is None and code != 0 and dir_size(scratch) >= limits.disk_bytes:
         cause, detail = "disk", f"scratch space reached {limits.disk_bytes} bytes"
     if cause is None:
@@ -209,6 +232,21 @@ def _oom_cause(cgroup: Cgroup, limits: Limits) -> tuple[ExitCause, str]:
         return "host_memory", (f"killed by the host's OOM killer while under its own limit "
                                f"of {limits.memory_bytes} bytes")
     return "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+
+
+def _kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _wait(program, timeout_s: float = 10.0) -> None:
+    """Until the entered program's status is known (its fork reports it, or ended)."""
+    deadline = time.monotonic() + timeout_s
+    while program.poll() is None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def _kill_tree(proc: subprocess.Popen, cgroup: Cgroup | None) -> None:

@@ -22,7 +22,7 @@ class LocalRunFailed(RuntimeError):
 
 def backend_of(settings: Settings) -> IsolationBackend:
     s = settings.sandbox
-    return make_backend(s.backend, docker_image=s.docker_image)
+    return make_backend(s.backend, docker_image=s.docker_image, prewarm=s.prewarm)
 
 
 def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,

@@ -84,7 +84,8 @@ class ValidatorNode:
                                        status=self.chain.status)
         self.store = Store(settings.storage.url)
         backend = make_backend(settings.sandbox.backend,
-                               docker_image=settings.sandbox.docker_image)
+                               docker_image=settings.sandbox.docker_image,
+                               prewarm=settings.sandbox.prewarm)
         self.registry = Registry(self.store, settings)
         self.research = ResearchLoop.from_settings(settings, self.registry)
         if reviewer is None and settings.llm.enabled:

@@ -85,5 +85,10 @@ def test_a_sandbox_that_ended_cannot_be_entered(sandbox):
 
 
 def test_program_pid_refuses_a_process_without_exactly_one_child():
-    with pytest.raises(EnterError, match="0 children"):
-        program_pid(os.getpid())
+    lonely = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(EnterError, match="0 children"):
+            program_pid(lonely.pid)
+    finally:
+        lonely.kill()
+        lonely.wait()

@@ -79,8 +79,10 @@ def test_the_direct_worker_is_the_sandbox_process_and_can_open_a_process_group(b
     torchrun, single = both
     assert single["group"] == [0, 1]
     assert single["argv"] == ["/scratch/seen.json", "--group"]
-    # bwrap is pid 1; the launcher became the worker (pid 2); torchrun's worker is its child
-    assert single["pid"] == 2 and torchrun["pid"] > 2
+    # bwrap is pid 1 and the waiter the prewarmed interpreter enters beside pid 2
+    # (isolation/prewarm.py); the launcher became the worker (pid 3); torchrun's worker is
+    # its child
+    assert single["pid"] == 3 and torchrun["pid"] > 3
 
 
 def test_the_env_function_keeps_what_the_sandbox_set_and_draws_the_rest():

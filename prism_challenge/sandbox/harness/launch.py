@@ -73,6 +73,14 @@ def start_single(worker: list[str]) -> None:
                                       error_file=os.path.join(rank_dir, "error.json")))
     sys.stdout.flush()
     sys.stderr.flush()
+    if "torch" in sys.modules and worker[0] == sys.executable and worker[1:2] == ["-m"]:
+        # the prewarmed interpreter (isolation/prewarm.py) already holds torch: exec would
+        # throw that import away, so the worker runs in this process
+        import runpy
+
+        sys.argv = [worker[2], *worker[3:]]
+        runpy.run_module(worker[2], run_name="__main__", alter_sys=True)
+        exit_now(0)
     os.execv(worker[0], worker)
 
 
