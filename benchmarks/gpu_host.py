@@ -200,11 +200,13 @@ def main() -> None:
         os.environ["PRISM_DETERMINISTIC"] = "1" if strict else "0"  # the bare loop's flags
         stream = TokenStream.open(data, "train")
         bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
-        bare_step, _ = _bare(bare_args, settings, stream, budget_rows, device="cuda:0")
+        bare_step, _, bare_profile = _bare(bare_args, settings, stream, budget_rows,
+                                           device="cuda:0")
         print(f"{mode}: per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness "
               f"{harness_step * 1e3:.2f} ms; ratio harness/bare = "
               f"{harness_step / bare_step:.3f}")
         print(f"{mode}: {host_profile(work / f'{mode} k=1  -slot{slots[0].index}')}")
+        print(f"{mode}: {host_profile(bare_profile, 'bare loop')}")
     if len(firsts) == 2:  # the same training under each mode: how far apart its losses are
         a, b = firsts[True].columns.nats, firsts[False].columns.nats
         if len(a) == len(b):

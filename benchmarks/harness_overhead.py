@@ -36,6 +36,7 @@ from prism_challenge.data.synthetic import english_like_documents, small_spec, w
 from prism_challenge.isolation import make_backend
 from prism_challenge.sandbox.harness.lm_loss import token_nats
 from prism_challenge.sandbox.harness.seeding import make_deterministic
+from prism_challenge.sandbox.harness.step_clock import StepClock
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.sandbox.stream_order import LaneOrder
 
@@ -69,6 +70,7 @@ class BareContext:
         self.token_budget, self.budget_rows, self.sep = budget_rows * seq_len, budget_rows, sep
         self.device, self.rank, self.world_size = torch.device(device), 0, 1
         self.times: list[float] = []
+        self.clock = StepClock()  # the same segments as the harness's (harness/step_clock.py)
 
     def time_left(self):
         return 1e9
@@ -78,11 +80,16 @@ class BareContext:
 
     def batches(self, batch_size, *, autocast_dtype=None, compile=False):
         forward = torch.compile(self.model) if compile else self.model
+        clock = self.clock
+        clock.restart()
         row = 0
         while row < self.budget_rows:
+            if clock.steps or row:
+                clock.mark("miner")
             n = min(batch_size, self.budget_rows - row)
             block = self.stream.rows_at(self.seq_len, self.order.rows_at(row, n))
             tokens = int((block[:, 1:] != self.sep).sum())  # counted on the host, as the feeder
+            clock.mark("rows")
             block = torch.from_numpy(block.astype(np.int64))
             if self.device.type == "cuda":  # as the harness does
                 block = block.pin_memory()
@@ -90,12 +97,16 @@ class BareContext:
             row += n
             x, y = block[:, :-1].clone(), block[:, 1:]
             self.model.train()
+            clock.mark("prepare")
             with torch.autocast(device_type=self.device.type, dtype=autocast_dtype,
                                 enabled=autocast_dtype is not None):
                 logits = forward(x)
+            clock.mark("forward")
             nats = token_nats(logits, y, self.sep).sum()
             self._stamp(sync=len(self.times) == WARMUP)
-            yield SimpleNamespace(inputs=x, targets=y.clone(), loss=nats / max(tokens, 1))
+            batch = SimpleNamespace(inputs=x, targets=y.clone(), loss=nats / max(tokens, 1))
+            clock.mark("loss")
+            yield batch
         self._stamp(sync=True)
 
     def _stamp(self, sync: bool) -> None:
@@ -104,16 +115,19 @@ class BareContext:
         self.times.append(time.perf_counter())
 
 
-def host_profile(run_dir: Path) -> str:
-    """The harness's own account of its host time per step (harness/step_clock.py)."""
-    path = run_dir / "scratch" / "step_profile_rank0.json"
-    try:
-        got = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return "harness host time per step: not written"
+def host_profile(run_dir: Path | dict, who: str = "harness") -> str:
+    """The harness's own account of its host time per step (harness/step_clock.py), read from
+    the run's scratch folder, or a bare loop's (`StepClock.summary()`)."""
+    if isinstance(run_dir, dict):
+        got = run_dir
+    else:
+        try:
+            got = json.loads((run_dir / "scratch" / "step_profile_rank0.json").read_text())
+        except (OSError, ValueError):
+            return f"{who} host time per step: not written"
     ms = got["ms_per_step"]
     parts = ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
-    return (f"harness host time per step (ms, {got['steps']} steps): {parts}; "
+    return (f"{who} host time per step (ms, {got['steps']} steps): {parts}; "
             f"sum {sum(ms.values()):.3f}")
 
 
@@ -155,7 +169,7 @@ def main() -> None:
     runner = Runner.from_data(settings, make_backend("bubblewrap"), data)
     ratios, bares, harnesses = [], [], []
     for i in range(args.repeats):
-        bare_step, bare_steps = _bare(args, settings, train_stream, budget_rows)
+        bare_step, bare_steps, bare_profile = _bare(args, settings, train_stream, budget_rows)
         record = runner.run(files, hashlib.sha256(files["training.py"]).hexdigest(),
                             work / f"run{i}")
         if record.exit_reason != "ok" or record.summary.count < WARMUP + 2:
@@ -171,6 +185,7 @@ def main() -> None:
               f"{harness_step * 1e3:7.2f} ms/step  ratio {ratios[-1]:.3f}  "
               f"start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
         print(f"  {host_profile(work / f'run{i}')}")
+        print(f"  {host_profile(bare_profile, 'bare loop')}")
     print(f"bundle {args.bundle}  steps {record.summary.count}  batch {args.batch}x{args.seq_len}"
           f"  kept chance per position {record.keep_rate:.3g}")
     print(f"bare loop     : {statistics.median(bares) * 1e3:8.2f} ms/step (median)")
@@ -182,8 +197,9 @@ def main() -> None:
           f"both sides {record.summary.count} steps")
 
 
-def _bare(args, settings, train_stream, budget_rows, device="cpu") -> tuple[float, int]:
-    """(seconds per step after the warm-up, steps) of `train(ctx)` without the harness."""
+def _bare(args, settings, train_stream, budget_rows, device="cpu") -> tuple[float, int, dict]:
+    """(seconds per step after the warm-up, steps, host time per segment) of `train(ctx)`
+    without the harness."""
     # the sandbox's deterministic flags and seeds, as the harness sets them before the
     # miner's code (torch's thread count is the benchmark's own, set in main)
     make_deterministic(settings.challenge.seed, torch.get_num_threads())
@@ -195,7 +211,7 @@ def _bare(args, settings, train_stream, budget_rows, device="cpu") -> tuple[floa
                        train_stream.manifest.separator_id,
                        LaneOrder(budget_rows, settings.challenge.stream_lanes), device)
     _load(args.bundle / "training.py", "bench_training").train(bare)
-    return per_step(bare.times), len(bare.times) - 1
+    return per_step(bare.times), len(bare.times) - 1, bare.clock.summary()
 
 
 if __name__ == "__main__":

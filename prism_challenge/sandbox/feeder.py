@@ -96,6 +96,7 @@ class Served:
     probed: list[float] | None = None  # replay: target-absent losses at the kept positions
     probe_asked: bool = False
     snapshot_asked: bool = False
+    kept: tuple[np.ndarray, np.ndarray] | None = None  # (rows, positions) the record keeps
 
 
 @dataclass
@@ -147,6 +148,7 @@ class Feeder:
         self.state = FeederState()
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
+        self._ahead: dict[int, tuple] = {}  # rank -> ((position, rows), its _block), read ahead
         self._threads: list[threading.Thread] = []
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.path))
@@ -217,6 +219,8 @@ class Feeder:
                     return
                 if header.get("op") == "finish":
                     return
+                if header.get("op") == "next" and bound is not None:
+                    self._after_next(header.get("step"), bound)
 
     def _bind(self, bound: int | None, header: dict) -> int:
         """One connection per rank, claimed by its hello; other ranks' messages are refused."""
@@ -325,14 +329,17 @@ class Feeder:
         if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
             self._problem(f"step {step} rank {rank}: a negative loss was reported")
             nats = math.nan
-        row_idx, pos = kept_positions(self.plan.sample_secret, served.position,
-                                      len(served.rows), self.plan.seq_len, self.plan.keep_rate)
+        row_idx, pos = served.kept or self._kept(served)
         with self._lock:
             served.nats = nats
             served.sample = [float(v) for v in per_token[row_idx, pos]]
             served.t = time.monotonic() - self.t0
             if scored.size:
                 self.state.last_loss = (step, nats / scored.size)
+
+    def _kept(self, served: Served) -> tuple[np.ndarray, np.ndarray]:
+        return kept_positions(self.plan.sample_secret, served.position, len(served.rows),
+                              self.plan.seq_len, self.plan.keep_rate)
 
     def _record_probe(self, rank: int, step: int, nats) -> None:
         with self._lock:
@@ -367,6 +374,21 @@ class Feeder:
                 return {"done": True}, b""
             position = alloc.start + rank * alloc.per_rank_rows
             n = alloc.per_rank_rows
+        ahead = self._ahead.pop(rank, None)
+        if ahead is None or ahead[0] != (position, n):
+            ahead = ((position, n), self._block(position, n))
+        indices, block, scored, tokens, nbytes = ahead[1]
+        served = Served(step, rank, position, indices, tokens, nbytes, scored)
+        reply: dict = {"rows": n, "tokens": tokens}
+        if self.replay is not None:
+            self._replay_instructions(served, reply)
+        with self._lock:
+            self.state.served[(step, rank)] = served
+        return reply, np.ascontiguousarray(block, dtype="<i4").tobytes()
+
+    def _block(self, position: int, n: int) -> tuple:
+        """(row indices, int32 rows, scored targets, scored tokens, their bytes) of the `n`
+        rows served from stream `position`."""
         indices = self.order.rows_at(position, n)
         try:
             block = self.stream.rows_at(self.plan.seq_len, indices)
@@ -379,13 +401,29 @@ class Feeder:
                 scored[i, -1] = False
         tokens = int(scored.sum())
         nbytes = int(self.stream.byte_lengths[block[:, 1:]][scored].sum())
-        served = Served(step, rank, position, indices, tokens, nbytes, scored)
-        reply: dict = {"rows": n, "tokens": tokens}
-        if self.replay is not None:
-            self._replay_instructions(served, reply)
+        return indices, block, scored, tokens, nbytes
+
+    def _after_next(self, step, rank: int) -> None:
+        """While the harness trains on the batch just served (the feeder's idle time), draw
+        its kept positions and read the rows this rank most likely asks for next (as many
+        rows, from where the stream stands now). Both would otherwise sit between the
+        harness's request and the reply, in every step. A guess that proves wrong (another
+        batch size, the budget's end, a deadline) is dropped: `_next` reads what it serves."""
         with self._lock:
-            self.state.served[(step, rank)] = served
-        return reply, np.ascontiguousarray(block, dtype="<i4").tobytes()
+            served = self.state.served.get((step, rank)) if isinstance(step, int) else None
+            st = self.state
+            if served is None or len(st.steps) != step + 1:
+                return
+            W = self.plan.world_size
+            n = min(len(served.rows), (self.plan.budget_rows - st.next_position) // W)
+            position = st.next_position + rank * n
+        if served.kept is None:
+            served.kept = self._kept(served)
+        if n >= 1:
+            try:
+                self._ahead[rank] = ((position, n), self._block(position, n))
+            except FeederFailure:  # the request itself reads again and reports it
+                self._ahead.pop(rank, None)
 
     def _replay_instructions(self, served: Served, reply: dict) -> None:
         """At the checked steps, the harness snapshots and/or predicts the kept positions
@@ -395,9 +433,8 @@ class Feeder:
             served.snapshot_asked = True
             reply["snapshot"] = True
         if served.step in replay.probe_steps:
-            row_idx, pos = kept_positions(self.plan.sample_secret, served.position,
-                                          len(served.rows), self.plan.seq_len,
-                                          self.plan.keep_rate)
+            served.kept = self._kept(served)
+            row_idx, pos = served.kept
             if not len(row_idx):  # another rank holds this step's kept positions
                 return
             served.probe_asked = True

@@ -1,5 +1,6 @@
 """Measured axes recorded by the harness (in-process: these are plain functions)."""
 
+import pytest
 import torch
 
 from prism_challenge.sandbox.harness.axes import (
@@ -137,3 +138,22 @@ def test_rows_per_step_is_the_row_weighted_median():
     assert step_rows([16] * 10) == 16
     assert step_rows([1] * 100 + [255] * 4) == 255  # 920 of 1120 rows went in 255-row steps
     assert step_rows([1] * 1000 + [200]) == 1
+
+
+def test_the_sampled_update_is_exact_when_every_element_moves_alike():
+    """SGD with a constant gradient moves each of 4,160 elements by exactly lr per step: the
+    estimate (every step of the first ALWAYS, then one step in EVERY weighted EVERY, a few
+    parameters and elements each) must give the true L1 sum, 40 x 4,160 x 0.1."""
+    from prism_challenge.sandbox.harness.axes import ALWAYS, EVERY
+
+    steps = ALWAYS + 4 * EVERY
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with OptimizerWatch(model) as watch:
+        for _ in range(steps):
+            for p in model.parameters():
+                p.grad = torch.ones_like(p)
+            opt.step()
+    (entry,) = watch.optimizers()
+    assert entry["steps"] == steps and entry["moved"] == steps * 4160
+    assert entry["update"] == pytest.approx(steps * 4160 * 0.1, rel=1e-4)

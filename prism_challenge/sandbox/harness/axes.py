@@ -91,23 +91,36 @@ class ForwardTally:
 MAX_TRACKED = 64  # optimisers followed; the record keeps the 8 that moved most
 
 
-SAMPLED = 64  # elements per parameter whose change a step's update is estimated from
+SAMPLED = 64  # elements drawn from each sampled parameter
+DRAWS = 8  # parameters sampled (by size, with replacement) at a measured step
+ALWAYS = 8  # each optimiser's first steps are all measured
+EVERY = 8  # later steps: one in EVERY, at a private random phase (and weighted EVERY)
 
 
 class OptimizerWatch:
     """Each optimiser that stepped the model's parameters: class, hyper-parameters (lr: its
     peak), steps taken, parameter elements those steps could move, and how far they actually
-    moved them (`update`: the L1 norm of each step's change, summed over steps, estimated
-    from elements drawn afresh at every step from a private generator). `optimizers()` ranks
-    by `update`: a decoy with a tiny lr that steps the same parameters moves them next to
-    nothing, whichever optimiser was built or stepped first."""
+    moved them (`update`: the L1 norm of each step's change, summed over steps). `optimizers()`
+    ranks by `update`: a decoy with a tiny lr that steps the same parameters moves them next
+    to nothing, whichever optimiser was built or stepped first.
+
+    `update` is an unbiased estimate, cheap enough to leave on every run: at a measured step,
+    `DRAWS` parameters are drawn with chance proportional to their size and `SAMPLED` of
+    their elements each, from private generators (the miner's RNG streams are untouched);
+    every step of the first `ALWAYS` is measured, later one in `EVERY` (from a private random
+    phase, so each step has the same chance), weighted to match. The sums stay on the
+    parameters' devices and are read once, by `optimizers()`: the watch never makes the host
+    wait for a GPU during training."""
 
     def __init__(self, model=None) -> None:
         self.seen: dict[int, dict] = {}
         self._handles: list = []
         self._owned = None if model is None else {id(p) for p in model.parameters()}
-        self._pending: dict[int, list] = {}  # optimiser -> (flat param, drawn, before, scale)
+        self._pending: dict[int, tuple] = {}  # optimiser -> (weight, [(flat, drawn, before)])
+        self._sums: dict[int, dict] = {}  # optimiser -> device -> summed update (a tensor)
         self._gen = None
+        self._device_gens: dict = {}
+        self._seed = 0
 
     def __enter__(self) -> OptimizerWatch:
         import torch
@@ -116,7 +129,8 @@ class OptimizerWatch:
             register_optimizer_step_pre_hook,
         )
 
-        self._gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
+        self._seed = int.from_bytes(os.urandom(8), "little") >> 1
+        self._gen = torch.Generator().manual_seed(self._seed)
         self._handles = [register_optimizer_step_pre_hook(self._hook),
                          register_optimizer_step_post_hook(self._after)]
         return self
@@ -135,34 +149,46 @@ class OptimizerWatch:
                           if getattr(p, "grad", None) is not None
                           and (self._owned is None or id(p) in self._owned)]
 
-    def _moved(self, optimizer) -> tuple[int, dict]:
-        """Elements of the model's parameters this step can move, and the largest such
-        group (its hyper-parameters describe the optimiser)."""
-        moved, main, main_n = 0, {}, -1
+    def _moved(self, optimizer) -> tuple[int, dict, list]:
+        """Elements of the model's parameters this step can move, the largest such group
+        (its hyper-parameters describe the optimiser), and those parameters."""
+        moved, main, main_n, every = 0, {}, -1, []
         for group, params in self._params(optimizer):
             n = sum(p.numel() for p in params)
             moved += n
+            every += params
             if n > main_n:
                 main, main_n = group, n
-        return moved, main
+        return moved, main, every
 
-    def _sample(self, optimizer) -> list:
+    def _generator(self, device):
         import torch
 
+        if device.type == "cpu":
+            return self._gen
+        gen = self._device_gens.get(device)
+        if gen is None:
+            gen = self._device_gens[device] = torch.Generator(device=device)
+            gen.manual_seed(self._seed)
+        return gen
+
+    def _sample(self, params: list, moved: int) -> list:
+        """(flat parameter, drawn element indices, their values now, scale) for `DRAWS`
+        parameters drawn by size: `scale` * sum of |change| estimates the step's L1 norm."""
+        import torch
+
+        sizes = torch.tensor([float(p.numel()) for p in params], dtype=torch.float64)
+        picks = torch.multinomial(sizes, DRAWS, replacement=True, generator=self._gen)
         taken = []
-        for _, params in self._params(optimizer):
-            for p in params:
-                flat = p.detach().reshape(-1)
-                n = flat.numel()
-                if n == 0:
-                    continue
-                k = min(n, SAMPLED)
-                drawn = torch.randint(n, (k,), generator=self._gen).to(flat.device)
-                taken.append((flat, drawn, flat[drawn].float().clone(), n / k))
+        for index, count in collections.Counter(picks.tolist()).items():
+            flat = params[index].detach().reshape(-1)
+            drawn = torch.randint(flat.numel(), (count * SAMPLED,), device=flat.device,
+                                  generator=self._generator(flat.device))
+            taken.append((flat, drawn, flat[drawn].float(), moved / (DRAWS * SAMPLED)))
         return taken
 
     def _hook(self, optimizer, args, kwargs) -> None:
-        moved, group = self._moved(optimizer)
+        moved, group, params = self._moved(optimizer)
         if not moved:
             return
         entry = self.seen.get(id(optimizer))
@@ -179,31 +205,42 @@ class OptimizerWatch:
                                                                       float):
             # `lr` is the peak over the run: a warm-up schedule starts far below its real lr.
             entry["hparams"]["lr"] = max(entry["hparams"]["lr"], float(group["lr"]))
+        weight = 1.0
+        if entry["steps"] > ALWAYS:
+            if (entry["steps"] + self._seed) % EVERY:
+                return
+            weight = float(EVERY)
         try:
-            self._pending[id(optimizer)] = self._sample(optimizer)
+            self._pending[id(optimizer)] = (weight, self._sample(params, moved))
         except (RuntimeError, TypeError, ValueError):  # a parameter that cannot be indexed
             self._pending.pop(id(optimizer), None)
 
     def _after(self, optimizer, args, kwargs) -> None:
-        taken = self._pending.pop(id(optimizer), None)
-        entry = self.seen.get(id(optimizer))
-        if not taken or entry is None:
+        weight, taken = self._pending.pop(id(optimizer), (0.0, None))
+        if not taken or id(optimizer) not in self.seen:
             return
         import torch
 
-        try:  # one device sync per step: the parameters' sums are added where they live
-            sums = [(flat[drawn].float() - before).abs().sum() * scale
-                    for flat, drawn, before, scale in taken]
-            total = float(sum(float(torch.stack([x for x in sums if x.device == d]).sum())
-                              for d in {x.device for x in sums}))
+        sums = self._sums.setdefault(id(optimizer), {})
+        try:  # added where the parameters live: no device sync here
+            for flat, drawn, before, scale in taken:
+                change = (flat[drawn].float() - before).abs().sum() * (scale * weight)
+                change = torch.nan_to_num(change, nan=0.0, posinf=0.0, neginf=0.0)
+                total = sums.get(change.device)
+                sums[change.device] = change if total is None else total + change
         except (RuntimeError, TypeError, ValueError):
             return
-        if math.isfinite(total):
-            entry["update"] += total
 
     def optimizers(self) -> list[dict]:
         """The optimisers that moved the parameters most first (then most elements they
-        could move; ties: first seen); at most 8."""
+        could move; ties: first seen); at most 8. Reads the devices' sums (one wait)."""
+        for key, sums in self._sums.items():
+            try:
+                total = sum(float(v) for v in sums.values())
+            except (RuntimeError, TypeError, ValueError):  # a device that failed mid-run
+                continue
+            if math.isfinite(total):
+                self.seen[key]["update"] = total
         ranked = sorted(self.seen.values(), key=lambda e: (-e["update"], -e["moved"]))
         return ranked[:8]
 
