@@ -6,7 +6,10 @@ torchrun, eval sandbox) on one slot (k = 1) and on every slot at once (k = all),
 each run's wall time, start-up and training tokens/s; replays the k = 1 run on the same
 stack and prints the verdict. Last, the harness/bare per-step ratio on GPU 0: the same
 `train(ctx)` driven in-process (no sandbox, no socket; the same autocast and compile, the
-same deterministic flags, the same rows) vs the harness run's own per-step times.
+same deterministic flags, the same rows; benchmarks/bare_loop.py) vs the harness run's own
+per-step times, with the same bare loop run inside a sandbox built like the training
+sandbox between them, which splits the ratio into what the sandbox's environment costs and
+what the harness costs.
 
 Without a GPU it runs the bundle once on the CPU and prints the start-up figures (sandbox
 to first batch, eval sandbox), saying the GPU figures are unmeasured.
@@ -37,7 +40,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness_overhead import SMOKE_SCORING, WARMUP, _bare, host_profile, per_step
+from bare_loop import WARMUP, in_sandbox, per_step
+from harness_overhead import SMOKE_SCORING, _bare, host_profile
 
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
@@ -202,11 +206,15 @@ def main() -> None:
         bare_args = SimpleNamespace(bundle=args.bundle, seq_len=args.seq_len)
         bare_step, _, bare_profile = _bare(bare_args, settings, stream, budget_rows,
                                            device="cuda:0")
-        print(f"{mode}: per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, harness "
-              f"{harness_step * 1e3:.2f} ms; ratio harness/bare = "
-              f"{harness_step / bare_step:.3f}")
+        boxed_step, _, boxed_profile = in_sandbox(on.on_slot(slots[0]), args.bundle,
+                                                  work / f"{mode.replace(' ', '-')}-bare")
+        print(f"{mode}: per-step on GPU 0: bare {bare_step * 1e3:.2f} ms, bare in the sandbox "
+              f"{boxed_step * 1e3:.2f} ms, harness {harness_step * 1e3:.2f} ms; ratio "
+              f"harness/bare = {harness_step / bare_step:.3f} (the sandbox's environment "
+              f"{boxed_step / bare_step:.3f}, the harness {harness_step / boxed_step:.3f})")
         print(f"{mode}: {host_profile(work / f'{mode} k=1  -slot{slots[0].index}')}")
         print(f"{mode}: {host_profile(bare_profile, 'bare loop')}")
+        print(f"{mode}: {host_profile(boxed_profile, 'bare loop in the sandbox')}")
     if len(firsts) == 2:  # the same training under each mode: how far apart its losses are
         a, b = firsts[True].columns.nats, firsts[False].columns.nats
         if len(a) == len(b):

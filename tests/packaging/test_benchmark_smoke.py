@@ -138,6 +138,8 @@ def _harness_overhead(out: str) -> None:
     ratio, steps = _last(out, r"per-step ratio harness/bare = ([\d.]+) median of 1 .*; both "
                               r"sides (\d+) steps")
     assert steps == "8" and 0 < float(ratio) < float("inf")
+    (boxed,) = re.findall(r"harness/bare-in-sandbox = ([\d.]+)", out)
+    assert 0 < float(boxed) < float("inf")
     # the harness's account of its host time per step: the segments add up to the step
     host = re.search(r"harness host time per step \(ms, (\d+) steps\): rows ([\d.]+), "
                      r"prepare [\d.]+, forward ([\d.]+), loss [\d.]+, miner ([\d.]+); sum "
@@ -208,6 +210,8 @@ SMOKES = {
 COVERED_ELSEWHERE = {
     "baseline_vs_compressors.py": "test_compressor_benchmark_compares_the_runs_own_bytes",
     "catch_sim.py": "a module with no main: probe_catch_rate.py --schedule runs it",
+    "bare_loop.py": "the bare loop of harness_overhead.py and gpu_host.py: their smokes run "
+                    "it in-process and as a sandbox's program",
 }
 # Scripts without a smoke mode yet, with the reason; each is a skipped case below.
 NOT_YET: dict[str, str] = {}
