@@ -97,6 +97,7 @@ class Served:
     probe_asked: bool = False
     snapshot_asked: bool = False
     kept: tuple[np.ndarray, np.ndarray] | None = None  # (rows, positions) the record keeps
+    pending: bytes | None = None  # its losses, arrived and not yet summed (Feeder._settle)
 
 
 @dataclass
@@ -149,6 +150,7 @@ class Feeder:
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
         self._ahead: dict[int, tuple] = {}  # rank -> ((position, rows), its _block), read ahead
+        self._unsettled: list[Served] = []  # losses taken, summed after the reply (_settle)
         self._threads: list[threading.Thread] = []
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.path))
@@ -313,29 +315,41 @@ class Feeder:
 
     # ---- losses ----------------------------------------------------------------------------
     def _record_loss(self, rank: int, step: int, payload: bytes) -> None:
-        """The per-position losses of one served batch: summed here, a few kept."""
+        """The per-position losses of one served batch, taken as they arrive (checked for
+        their batch and size, timed); summed and sampled by `_settle`, which runs after this
+        rank's next reply is sent, or at once wherever they are read (the early stop's
+        checkpoints, the run's end): off the path between a request and its reply."""
         with self._lock:
             served = self.state.served.get((step, rank))
-            if served is None or served.nats is not None:
+            if served is None or served.nats is not None or served.pending is not None:
                 self.state.problems.append(f"loss for a batch not served or reported twice: "
                                            f"step {step} rank {rank}")
                 return
-        if len(payload) != served.scored.size * 4:
-            raise ValueError(f"step {step}: {len(payload)} bytes of losses for "
-                             f"{served.scored.size} positions")
-        per_token = np.frombuffer(payload, dtype="<f4").reshape(served.scored.shape)
-        scored = per_token[served.scored].astype(np.float64)
-        nats = float(scored.sum())
-        if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
-            self._problem(f"step {step} rank {rank}: a negative loss was reported")
-            nats = math.nan
-        row_idx, pos = served.kept or self._kept(served)
-        with self._lock:
+            if len(payload) != served.scored.size * 4:
+                raise ValueError(f"step {step}: {len(payload)} bytes of losses for "
+                                 f"{served.scored.size} positions")
+            served.pending = payload
+            served.t = time.monotonic() - self.t0
+            self._unsettled.append(served)
+
+    def _settle(self) -> None:
+        """Sum and sample every loss taken but not yet settled. Called under the lock."""
+        for served in self._unsettled:
+            per_token = np.frombuffer(served.pending, dtype="<f4").reshape(served.scored.shape)
+            scored = per_token[served.scored].astype(np.float64)
+            nats = float(scored.sum())
+            if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
+                if len(self.state.problems) < 50:
+                    self.state.problems.append(f"step {served.step} rank {served.rank}: a "
+                                               "negative loss was reported")
+                nats = math.nan
+            row_idx, pos = served.kept or self._kept(served)
             served.nats = nats
             served.sample = [float(v) for v in per_token[row_idx, pos]]
-            served.t = time.monotonic() - self.t0
+            served.pending = None
             if scored.size:
-                self.state.last_loss = (step, nats / scored.size)
+                self.state.last_loss = (served.step, nats / scored.size)
+        self._unsettled.clear()
 
     def _kept(self, served: Served) -> tuple[np.ndarray, np.ndarray]:
         return kept_positions(self.plan.sample_secret, served.position, len(served.rows),
@@ -410,6 +424,7 @@ class Feeder:
         harness's request and the reply, in every step. A guess that proves wrong (another
         batch size, the budget's end, a deadline) is dropped: `_next` reads what it serves."""
         with self._lock:
+            self._settle()
             served = self.state.served.get((step, rank)) if isinstance(step, int) else None
             st = self.state
             if served is None or len(st.steps) != step + 1:
@@ -473,6 +488,7 @@ class Feeder:
             return True
         if self.watch is None or not self.watch.due(st.next_position):
             return False  # the cheap test: nothing to judge before the stream passes one
+        self._settle()
         reported = []
         for served in sorted(st.served.values(), key=lambda s: s.position):
             if served.nats is None:
@@ -493,6 +509,7 @@ class Feeder:
 
     # ---- after the run -------------------------------------------------------------------
     def close(self) -> None:
+        """Stop serving; every loss that arrived is settled (the run's record reads them)."""
         self._closed.set()
         try:
             self._server.close()
@@ -500,13 +517,17 @@ class Feeder:
             self.path.unlink(missing_ok=True)
         for thread in self._threads:
             thread.join(timeout=2)
+        with self._lock:
+            self._settle()
 
     def reported(self) -> list[Served]:
         """Batches whose losses reached the feeder, in stream order."""
         with self._lock:
+            self._settle()
             done = [s for s in self.state.served.values() if s.nats is not None]
         return sorted(done, key=lambda s: (s.position, s.rank))
 
     def unreported(self) -> list[Served]:
         with self._lock:
+            self._settle()
             return [s for s in self.state.served.values() if s.nats is None]
