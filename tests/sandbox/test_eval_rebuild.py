@@ -6,6 +6,7 @@ tensor outside its parameters and buffers is built in full every time."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from fixture_bundles import FIXTURES
 
@@ -21,6 +22,23 @@ class Loose(Tiny):
 
     def forward(self, input_ids):
         return super().forward(input_ids) * self.scale[0]
+
+
+def build_model(ctx):
+    return Loose(ctx.vocab_size)
+'''
+# the same, held in a list that architecture.py made before the build (so older than it)
+IN_GLOBAL = b'''
+_SCALES = []
+
+
+class Loose(Tiny):
+    def __init__(self, vocab_size):
+        super().__init__(vocab_size)
+        _SCALES.append(torch.rand(1))
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * _SCALES[-1]
 
 
 def build_model(ctx):
@@ -68,8 +86,9 @@ def test_later_builds_match_a_full_build_bit_for_bit(tmp_path):
             assert torch.equal(rng, rng_w) and torch.equal(draw, draw_w)
 
 
-def test_a_tensor_outside_parameters_and_buffers_means_full_builds(tmp_path):
-    source = (FIXTURES / "tiny" / "architecture.py").read_bytes() + LOOSE
+@pytest.mark.parametrize("loose", [LOOSE, IN_GLOBAL], ids=["attribute", "global"])
+def test_a_tensor_outside_parameters_and_buffers_means_full_builds(tmp_path, loose):
+    source = (FIXTURES / "tiny" / "architecture.py").read_bytes() + loose
     fast = _models(tmp_path / "fast", source, fast=True)
     full = _models(tmp_path / "full", source, fast=False)
     got, want = _answers(fast, "twin"), _answers(full, "twin")
