@@ -180,7 +180,10 @@ class BubblewrapBackend:
             if launcher.stdout is None or launcher.stdout.readline() != b"ready\n":
                 raise PrewarmUnavailable("the sandbox did not start: its waiter is silent")
             request = {"pid": program_pid(program_pid(launcher.pid)), "module": module,
-                       "args": list(args), "env": self.environment(spec), "cwd": spec.cwd,
+                       "args": list(args), "cwd": spec.cwd,
+                       # the program can tell how it started (its pid, the waiter beside
+                       # it), so it is part of the run's stack: a replay must start alike
+                       "env": {**self.environment(spec), "PRISM_START": "prewarmed"},
                        "cgroup_procs": [] if cgroup is None
                        else [str(d / "cgroup.procs") for d in cgroup.dirs],
                        "cpus": list(spec.cpus), "fsize": spec.limits.disk_bytes}

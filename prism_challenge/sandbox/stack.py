@@ -5,7 +5,9 @@ the same GPU model and driver (or the same CPU instruction set), the same determ
 settings. Across stacks honest runs drift (CPU against GPU: 1.4e-3 nats within 144 steps), so
 a replay elsewhere would fail an honest run. The record therefore keeps the stack, and a
 replay on another one is "not comparable" (replay it on a host with the recorded stack),
-never a failed verification.
+never a failed verification. How the program started (prewarmed or cold) is part of it too:
+not for the numbers, but because a model must not be able to tell a replay from its
+original.
 
 The software half comes from the harness's first hello (sent before any of the miner's code
 is imported, so a bundle cannot forge it); the hardware half is read on the host.
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from prism_challenge.isolation.spec import GpuDevice
 
-SOFTWARE = ("torch", "cuda", "cudnn", "cpu_capability", "deterministic")
+SOFTWARE = ("torch", "cuda", "cudnn", "cpu_capability", "deterministic", "start")
 HARDWARE = ("devices", "driver")
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -38,6 +40,11 @@ class Stack(BaseModel):
     cudnn: int | None = None
     cpu_capability: str | None = None
     deterministic: bool | None = None
+    # how the program started: "prewarmed" (a fork of the prewarmed interpreter, entered
+    # into the sandbox) or "cold". Not a floating-point matter: the program can tell the two
+    # apart (its pid, the waiter beside it), so a replay that starts otherwise than its
+    # original would be a replay the model can recognise.
+    start: str | None = None
     devices: tuple[str, ...] = ()  # GPU models in CUDA order, or ("cpu: <model>",)
     driver: str | None = None
 

@@ -83,3 +83,18 @@ def test_a_run_records_its_stack_and_a_replay_on_another_is_not_comparable(
     same = runner.replay(files, record, tmp_path / "replay-same")
     assert same.incomparable is None
     assert verdict(same, runner.settings.verification).passed
+
+
+def test_a_replay_that_starts_otherwise_than_its_original_is_not_comparable(
+        tiny_run, prepared_data, tmp_path):
+    """The program can tell a prewarmed start from a cold one (its pid, the waiter beside
+    it): a replay on a backend that starts cold must not judge a prewarmed original."""
+    from prism_challenge.isolation.bubblewrap import BubblewrapBackend
+    from prism_challenge.sandbox.runner import Runner
+
+    files, record, _ = tiny_run
+    assert record.stack.start == "prewarmed"  # a one-rank `python -m` program, bubblewrap
+    cold = Runner.from_data(tiny_settings(), BubblewrapBackend(prewarm=False), prepared_data)
+    replay = cold.replay(files, record, tmp_path / "replay-cold")
+    assert "start prewarmed -> cold" in replay.incomparable
+    assert replay.batches_compared == 0

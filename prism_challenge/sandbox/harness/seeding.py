@@ -71,4 +71,5 @@ def software_stack() -> dict:
     return {"torch": torch.__version__, "cuda": cuda,
             "cudnn": torch.backends.cudnn.version() if cuda else None,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "deterministic": torch.are_deterministic_algorithms_enabled()}
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "start": os.environ.get("PRISM_START", "cold")}
