@@ -192,9 +192,8 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
     finally:
         if watched is not proc:
             watched.kill()
-        _kill_tree(proc, cgroup)
-        if watched is not proc:
-            _kill_pids(_tree(watched.pid))
+        _kill_tree(proc, cgroup)  # bubblewrap's init dies: the kernel ends its pid namespace,
+        if watched is not proc:  # the entered program with it
             _wait(watched)
         wall = time.monotonic() - start
         output = tail.text()
@@ -232,14 +231,6 @@ def _oom_cause(cgroup: Cgroup, limits: Limits) -> tuple[ExitCause, str]:
         return "host_memory", (f"killed by the host's OOM killer while under its own limit "
                                f"of {limits.memory_bytes} bytes")
     return "memory", f"memory limit of {limits.memory_bytes} bytes reached"
-
-
-def _kill_pids(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _wait(program, timeout_s: float = 10.0) -> None:
