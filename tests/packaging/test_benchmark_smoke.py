@@ -112,7 +112,9 @@ def _startup(out: str) -> None:
                        r"[\d.]+, build_model [\d.]+, to_device [\d.]+, ready [\d.]+; sum "
                        r"([\d.]+)", out)
     assert phases, out
-    assert float(phases[2]) > 0 and float(phases[3]) >= float(phases[2])
+    # a prewarmed start imported torch before the fork: its phase may print as 0.00
+    assert float(phases[1]) >= 0 and float(phases[2]) >= 0
+    assert float(phases[3]) >= float(phases[2])
 
 
 def _warm_start(out: str) -> None:
