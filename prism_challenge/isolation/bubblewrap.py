@@ -49,6 +49,9 @@ GROUP = f"{SANDBOX_USER}:x:{NOBODY}:\n"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 # What the sandbox runs while the prewarmed interpreter enters it (isolation/prewarm.py).
 WAITER = ("/bin/sh", "-c", "echo ready; exec sleep infinity")
+# failed entries in a row before every sandbox starts cold (a transient failure costs one
+# sandbox its prewarmed start, not the validator's)
+ENTRY_FAILURES = 3
 
 
 class DeviceNodeMissing(RuntimeError):
@@ -119,6 +122,7 @@ class BubblewrapBackend:
         self.bwrap = found
         self.dev_dir = Path(dev_dir)
         self.prewarm = prewarm  # `python -m` programs start in the prewarmed interpreter
+        self._entry_failures = 0  # in a row; ENTRY_FAILURES of them turn prewarm off
 
     def device_binds(self, spec: SandboxSpec) -> list[str]:
         """Only this sandbox's GPU nodes (and the driver's control nodes) appear in its /dev."""
@@ -199,17 +203,24 @@ class BubblewrapBackend:
             (etc / "nsswitch.conf").write_text(NSSWITCH)
             (etc / "passwd").write_text(PASSWD)
             (etc / "group").write_text(GROUP)
-            entry = entry_of(spec.argv) if self.prewarm else None
+            entry = entry_of(spec.argv) if self.prewarm and spec.prewarm else None
             if entry is None:
                 return supervise(self.command(spec, etc), spec.limits, spec.scratch,
                                  name=spec.name, stop_at=stop_at, cpus=spec.cpus)
             waiter = self.command(dataclasses.replace(spec, argv=WAITER), etc)
             try:
-                return supervise(waiter, spec.limits, spec.scratch, name=spec.name,
-                                 stop_at=stop_at, cpus=spec.cpus,
-                                 enter=self._enter(spec, *entry))
+                result = supervise(waiter, spec.limits, spec.scratch, name=spec.name,
+                                   stop_at=stop_at, cpus=spec.cpus,
+                                   enter=self._enter(spec, *entry))
             except PrewarmUnavailable as exc:
-                log.warning("sandboxes start cold from now on: %s", exc)
-                self.prewarm = False
+                self._entry_failures += 1
+                if self._entry_failures >= ENTRY_FAILURES:
+                    log.warning("sandboxes start cold from now on: %s", exc)
+                    self.prewarm = False
+                else:
+                    log.warning("this sandbox starts cold (%d failed entries in a row of %d "
+                                "allowed): %s", self._entry_failures, ENTRY_FAILURES, exc)
                 return supervise(self.command(spec, etc), spec.limits, spec.scratch,
                                  name=spec.name, stop_at=stop_at, cpus=spec.cpus)
+            self._entry_failures = 0
+            return result

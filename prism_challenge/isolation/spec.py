@@ -63,6 +63,9 @@ class SandboxSpec:
     gpus: tuple[GpuDevice, ...] = ()
     cpus: tuple[int, ...] = ()  # CPU cores the whole sandbox is pinned to; () = not pinned
     name: str = "prism-run"
+    # may start in the backend's prewarmed interpreter; False: cold (a replay of a run that
+    # started cold starts as it did, since a program can tell the two apart)
+    prewarm: bool = True
 
 
 @dataclass(frozen=True)

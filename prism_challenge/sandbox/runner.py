@@ -279,7 +279,8 @@ class Runner:
                             "PRISM_SCRATCH": "/scratch",
                             "PRISM_SOCKET": "/run/prism/feeder.sock", **extra})
 
-    def _train_spec(self, paths: RunPaths, name: str, deadline_s: float) -> SandboxSpec:
+    def _train_spec(self, paths: RunPaths, name: str, deadline_s: float,
+                    prewarm: bool = True) -> SandboxSpec:
         s = self.settings.sandbox
         return SandboxSpec(
             argv=train_argv(s.nproc_per_node),
@@ -290,6 +291,7 @@ class Runner:
             limits=self._limits(s.startup_grace_s + deadline_s + s.save_grace_s),
             scratch=paths.scratch, gpus=self.devices(),
             cpus=() if self.slot is None else self.slot.cpus, name=f"{name}-train",
+            prewarm=prewarm,
         )
 
     def _eval_spec(self, paths: RunPaths, name: str) -> SandboxSpec:
@@ -355,9 +357,12 @@ class Runner:
                 return 0.0
             return feeder.kill_at(self.settings.sandbox.save_grace_s)
 
+        # a replay starts as its original did: a program can tell a cold start from a
+        # prewarmed one, and a replay it could recognise would check nothing
+        cold = replay is not None and replay.stack is not None and replay.stack.start == "cold"
         try:
-            result = self.backend.run(self._train_spec(paths, name, plan.deadline_s),
-                                      stop_at=stop_at)
+            result = self.backend.run(self._train_spec(paths, name, plan.deadline_s,
+                                                       prewarm=not cold), stop_at=stop_at)
         finally:
             feeder.close()
         if cancel.is_set():

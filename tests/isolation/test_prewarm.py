@@ -87,13 +87,32 @@ class _CannotEnter(BubblewrapBackend):
         return host_process
 
 
-def test_a_program_the_prewarmed_interpreter_cannot_start_starts_cold(tmp_path, caplog):
+def test_a_program_the_prewarmed_interpreter_cannot_start_starts_cold(tmp_path, caplog,
+                                                                     monkeypatch):
+    """One failed entry starts that sandbox cold; ENTRY_FAILURES in a row turn it off."""
+    import prism_challenge.isolation.bubblewrap as bw
+
+    monkeypatch.setattr(bw, "ENTRY_FAILURES", 2)
     backend = _CannotEnter()
     result = backend.run(_spec(tmp_path, 0))
     assert result.cause == "ok", result.output
     assert _facts(result)["pids"] == [1, 2]  # cold: no waiter
+    assert backend.prewarm is True and "this sandbox starts cold (1 failed" in caplog.text
+    assert "from now on" not in caplog.text
+    result = backend.run(_spec(tmp_path, 1))
+    assert result.cause == "crash" and _facts(result)["pids"] == [1, 2]
     assert backend.prewarm is False
     assert "sandboxes start cold from now on" in caplog.text
+
+
+def test_a_spec_that_asks_for_a_cold_start_gets_one(tmp_path):
+    """A replay of a run that started cold starts cold, on a backend that prewarms."""
+    import dataclasses
+
+    backend = BubblewrapBackend()
+    result = backend.run(dataclasses.replace(_spec(tmp_path, 0), prewarm=False))
+    assert result.cause == "ok" and _facts(result)["pids"] == [1, 2]
+    assert backend.prewarm is True
 
 
 def test_sandbox_prewarm_false_starts_every_sandbox_cold(tmp_path):

@@ -98,3 +98,14 @@ def test_a_replay_that_starts_otherwise_than_its_original_is_not_comparable(
     replay = cold.replay(files, record, tmp_path / "replay-cold")
     assert "start prewarmed -> cold" in replay.incomparable
     assert replay.batches_compared == 0
+
+
+def test_a_replay_of_a_cold_started_run_starts_cold_and_judges_it(tiny_run, runner, tmp_path):
+    """The original started cold (a backend that fell back): its replay on a prewarming
+    backend starts cold too, so it is comparable and verifies the run."""
+    files, record, _ = tiny_run
+    cold = record.model_copy(update={"stack": record.stack.model_copy(
+        update={"start": "cold"})})
+    replay = runner.replay(files, cold, tmp_path / "rc")
+    assert replay.incomparable is None and replay.batch_max_rel_diff == 0.0
+    assert verdict(replay, runner.settings.verification).passed
