@@ -63,10 +63,10 @@ class TorchrunStart(Runner):
 
     early_eval = False
 
-    def _train_spec(self, paths, name, deadline_s):
+    def _train_spec(self, paths, name, deadline_s, prewarm=True):
         argv = (PY, "-m", LAUNCH, "--standalone", "--nproc_per_node=1", "--no-python", PY,
                 "-m", WORKER)
-        return replace(super()._train_spec(paths, name, deadline_s), argv=argv)
+        return replace(super()._train_spec(paths, name, deadline_s, prewarm), argv=argv)
 
 
 def _piece(argv: tuple[str, ...], scratch: Path) -> float:

@@ -12,6 +12,8 @@ submissions, queueing contender replays) serialise on an advisory lock named aft
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +88,22 @@ def _lock_key(name: str) -> int:
                           signed=True)
 
 
+def _switch_to_wal(cursor, timeout_s: float) -> None:
+    """`PRAGMA journal_mode=WAL`, retried while another node holds the write lock: the switch
+    needs an exclusive lock, and SQLite answers "database is locked" at once, without its
+    busy handler, to a reader that would have to wait on a writer (two nodes opening a new
+    store together, one of them migrating it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     # pysqlite's own transaction handling defers BEGIN until the first write, which lets two
     # writers deadlock on upgrade; take the write lock up front with BEGIN IMMEDIATE instead.
@@ -96,7 +114,7 @@ def _tune_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         # Before the WAL switch, which needs the lock a migrating node holds; its answer is
         # read to the end (left pending, the switch failed at once beside a writer).
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}").fetchall()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(cursor, busy_timeout_ms / 1000)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()

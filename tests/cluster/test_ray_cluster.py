@@ -249,10 +249,16 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_sto
             assert run.is_alive() and time.monotonic() < deadline
             time.sleep(0.2)
         # the host goes away: its raylet and the Ray worker running the job, at once (a
-        # worker outliving its raylet by a few seconds could still hand its result back)
+        # worker outliving its raylet by a few seconds could still hand its result back).
+        # The worker is found first: once its raylet is gone it may die on its own, and the
+        # sandbox it started is then no longer its child.
+        job = {_ray_worker_of(pid) for pid in _sandboxes_of(bundle.digest, ray_cluster)}
         ray_cluster.worker.all_processes["raylet"][0].process.kill()
-        for pid in {_ray_worker_of(pid) for pid in _sandboxes_of(bundle.digest, ray_cluster)}:
-            os.kill(pid, signal.SIGKILL)
+        for pid in job:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it went with its raylet
+                pass
         run.join(120)
         assert not run.is_alive()
         with store.session() as s:
