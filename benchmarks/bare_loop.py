@@ -6,8 +6,9 @@ the sandbox's deterministic flags (`run` sets them), so both sides run the same 
 marks the harness's own step segments (`rows`, `prepare`, `forward`, `loss`, `miner`).
 
 It runs in the benchmark's own process, or, as this file's program, inside a sandbox built
-exactly like a training sandbox (`python /submission/bare_loop.py`): the three figures split
-what the harness costs from what the sandbox's environment costs. That program imports only
+exactly like a training sandbox (`python -m bare_loop`, started as the harness is): the
+three figures split what the harness costs from what the sandbox's environment costs. That
+program imports only
 torch, numpy and the harness's own modules, which every sandbox has; its rows come from
 `/submission/rows.npy`, its settings from `/submission/bare.json`, and it writes
 `/scratch/bare_result.json`.
@@ -123,6 +124,7 @@ def in_sandbox(runner, bundle: Path, work: Path) -> tuple[float, int, dict]:
     same backend, environment, limits, GPUs and cores), on the same rows in the same order."""
     import shutil
 
+    from prism_challenge.isolation.bubblewrap import HARNESS_ROOT
     from prism_challenge.isolation.spec import Mount, SandboxSpec
 
     c = runner.settings.challenge
@@ -139,10 +141,13 @@ def in_sandbox(runner, bundle: Path, work: Path) -> tuple[float, int, dict]:
         "vocab_size": runner.vocab_size, "seq_len": c.seq_len,
         "budget_rows": runner.budget_rows, "sep": runner.separator_id,
         "param_cap": c.param_cap}))
+    # `python -m`, as the train harness starts: a fork of the prewarmed interpreter when the
+    # backend prewarms, so both sides start alike
     spec = SandboxSpec(
-        argv=(sys.executable, "/submission/bare_loop.py"),
+        argv=(sys.executable, "-m", "bare_loop"),
         mounts=(Mount(submission, "/submission"), Mount(scratch, "/scratch", writable=True)),
-        env=runner._env({}), limits=runner._limits(1800.0), scratch=scratch,
+        env=runner._env({"PYTHONPATH": f"/submission:{HARNESS_ROOT}"}),
+        limits=runner._limits(1800.0), scratch=scratch,
         gpus=runner.devices(), cpus=() if runner.slot is None else runner.slot.cpus,
         name="bare-loop")
     result = runner.backend.run(spec)
