@@ -29,14 +29,19 @@ def verify(runner, tmp_path):
     return _verify
 
 
-def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify):
+def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify, make_runner):
     """Peeks at ~6% of positions only when the batch and the one before it are new: the
     causality probe (variations of one batch) never sees it, the gap only dents it; the
-    replay's target-absent probes find the positions it read. The replay probes ~92
-    positions, which miss every peeked one with probability (15/16)^92, about 0.3% (at 3%,
-    (31/32)^92 is about 5%: the replay then fails on the drift the peeks caused, if at all;
-    benchmarks/probe_catch_rate.py measures that rate)."""
-    record, score, replay, v = verify(bundle("peek", EVERY="16", GUARD="5"))
+    replay's target-absent probes find the positions it read. At the default keep rate of
+    this tiny budget the replay probes 42-52 positions (measured), which miss every peeked
+    one with probability (15/16)^45, about 5%: this test keeps 5% of positions instead of 2%
+    (138-139 probed, measured: a miss about 0.01%); benchmarks/probe_catch_rate.py measures the
+    catch rate at real settings."""
+    settings = tiny_settings()
+    settings = settings.model_copy(update={"verification": settings.verification.model_copy(
+        update={"keep_rate_max": 0.05})})
+    record, score, replay, v = verify(bundle("peek", EVERY="16", GUARD="5"),
+                                      make_runner(settings))
     assert record.exit_reason == "ok" and record.eval.exit_reason == "ok"
     assert record.eval.probe_trained.ok and record.eval.probe_twin.ok
     assert score.eligible, score.reasons  # a non-contender would keep this provisional score
