@@ -241,8 +241,11 @@ class Feeder:
 
     def _problem(self, text: str) -> None:
         with self._lock:
-            if len(self.state.problems) < 50:
-                self.state.problems.append(text)
+            self._problem_locked(text)
+
+    def _problem_locked(self, text: str) -> None:
+        if len(self.state.problems) < 50:
+            self.state.problems.append(text)
 
     def _handle(self, header: dict, payload: bytes) -> tuple[dict | None, bytes]:
         op = header["op"]
@@ -339,9 +342,8 @@ class Feeder:
             scored = per_token[served.scored].astype(np.float64)
             nats = float(scored.sum())
             if math.isfinite(nats) and scored.size and scored.min() < -1e-3:
-                if len(self.state.problems) < 50:
-                    self.state.problems.append(f"step {served.step} rank {served.rank}: a "
-                                               "negative loss was reported")
+                self._problem_locked(f"step {served.step} rank {served.rank}: a negative "
+                                     "loss was reported")
                 nats = math.nan
             row_idx, pos = served.kept or self._kept(served)
             served.nats = nats
