@@ -18,7 +18,6 @@ import typer
 
 from prism_challenge.chain.ss58 import hotkey_problem
 from prism_challenge.cli.common import ConfigOption, fail, open_existing_store, settings_from
-from prism_challenge.storage import Store
 
 NO_STORE = ("this node has no registry yet (start `prism validator`, or read a validator's "
             "brief with --url http://HOST:PORT)")
@@ -46,6 +45,8 @@ def _local(settings, hotkey: str | None) -> tuple[str, str, dict]:
 
     # A node without a store has an empty registry: its brief is read from an in-memory one,
     # so reading never creates a store where the command ran.
+    from prism_challenge.storage import Store  # sqlalchemy: only the commands that read a store
+
     store = Store(settings.storage.url if _store_exists(settings.storage.url) else "sqlite://")
     try:
         reg = Registry(store, settings)

@@ -35,10 +35,10 @@ from prism_challenge.cli.common import (
     with_chain_flags,
 )
 from prism_challenge.config import Settings
-from prism_challenge.storage import Store
 
 if TYPE_CHECKING:
     from prism_challenge.chain.factory import ChainAccess
+    from prism_challenge.storage import Store
     from prism_challenge.weights.plan import WeightPlan
 
 
