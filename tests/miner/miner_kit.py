@@ -60,12 +60,26 @@ def copy_example(name: str, dest: Path) -> Path:
 
 
 def prism_in_process(*args: str, env: dict[str, str] | None = None):
-    """`prism ARGS` through typer's CliRunner, for paths that never start a sandbox."""
+    """`prism ARGS` through typer's CliRunner, in this process: the same command (sandboxes
+    included) without a second `import torch` and prewarmed interpreter. The result's
+    `returncode` is its exit code, as a subprocess's."""
     from typer.testing import CliRunner
 
     from prism_challenge.cli.app import app
 
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "400", **(env or {})})
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "400", **(env or {})})
+    res.returncode = res.exit_code
+    return res
+
+
+def prism_here(*args: str, cwd: Path, env: dict[str, str] | None = None):
+    """`prism_in_process` run from `cwd` (relative paths in ARGS are read from there)."""
+    back = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return prism_in_process(*args, env=env)
+    finally:
+        os.chdir(back)
 
 
 def guide_commands(guide: Path = GUIDE) -> list[list[str]]:

@@ -1,4 +1,6 @@
-"""`prism check` for real: the CLI process, the real bubblewrap sandbox, the prepared data."""
+"""`prism check` for real: the real bubblewrap sandbox, the prepared data, the CLI in a process
+of its own (the passing example) or in this one (the failures: the same command through
+typer's CliRunner, without a second `import torch` and prewarmed interpreter per check)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,9 @@ def _check(bundle, tiny_config, data_root, *extra, timeout: float = 240):
 
 
 def _check_fast(bundle, config, data_root, *extra):
-    """In-process: only for bundles and settings that are refused before any sandbox."""
-    res = prism_in_process("check", str(bundle), "-c", str(config), "--data-root",
-                           str(data_root), *extra)
-    res.returncode = res.exit_code
-    return res
+    """In-process: the same command, sandboxes included, in the test's process."""
+    return prism_in_process("check", str(bundle), "-c", str(config), "--data-root",
+                            str(data_root), *extra)
 
 
 def test_check_passes_the_example(tiny_config, prepared_data, tmp_path):
@@ -54,7 +54,7 @@ def test_check_fails_a_model_that_leaks_only_while_scored(tiny_config, prepared_
     arch.write_text(text.replace(old, (
         "        leak = self.training and torch.is_grad_enabled()\n"
         "        y = F.scaled_dot_product_attention(q, k, v, is_causal=not leak)\n")))
-    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32", timeout=480)
+    res = _check_fast(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
     assert res.returncode == 1, res.stdout + res.stderr
     assert re.search(r"policy\s+│\s+pass", res.stdout)  # statically fine: only running shows it
     assert re.search(r"smoke budget\s+│\s+info\s+│\s+raised from 32 to 33 rows: the bundle's "
@@ -118,7 +118,7 @@ def test_a_model_of_the_wrong_type_is_reported_once(tiny_config, prepared_data, 
     old = "    return TinyGPT(ctx.vocab_size, ctx.seq_len)\n"
     assert old in text
     arch.write_text(text.replace(old, "    return [TinyGPT(ctx.vocab_size, ctx.seq_len)]\n"))
-    res = _check(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
+    res = _check_fast(bundle, tiny_config, prepared_data, "--smoke-rows", "32")
     assert res.returncode == 1, res.stdout + res.stderr
     failed = [line for line in res.stdout.splitlines() if re.search(r"│\s+FAIL\s+│", line)]
     assert len(failed) == 1 and "smoke run" in failed[0], res.stdout

@@ -19,8 +19,8 @@ def test_eval_conv_mixer_on_data_without_a_val_split(tiny_config, prepared_data,
         (root / shard["file"]).unlink()
     bundle = copy_example("conv_mixer", tmp_path / "conv")
     out = tmp_path / "out"
-    res = prism("eval", str(bundle), "-c", str(tiny_config), "--data-root", str(root),
-                "--out", str(out))
+    res = prism_in_process("eval", str(bundle), "-c", str(tiny_config), "--data-root",
+                           str(root), "--out", str(out))
     assert res.returncode == 0, res.stdout + res.stderr
     record = RunRecord.model_validate({**json.loads((out / "record.json").read_text()),
                                        "steps": (out / "steps.npz").read_bytes()})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from miner_kit import copy_example, prism
+from miner_kit import copy_example, prism_in_process
 
 from prism_challenge.sandbox.record import RunRecord
 
@@ -37,7 +37,7 @@ ADVICE = ("model state must live in parameters and buffers: a validator's checks
 def test_eval_names_a_python_counter_on_the_model(tiny_config, prepared_data, tmp_path):
     bundle = _counting_baseline(tmp_path / "counter")
     out = tmp_path / "out"
-    res = prism("eval", str(bundle), "-c", str(tiny_config), "--data-root",
+    res = prism_in_process("eval", str(bundle), "-c", str(tiny_config), "--data-root",
                 str(prepared_data), "--out", str(out))
     assert res.returncode in (0, 1), res.stdout + res.stderr
     record = RunRecord.model_validate_json((out / "record.json").read_text())
@@ -48,7 +48,7 @@ def test_eval_names_a_python_counter_on_the_model(tiny_config, prepared_data, tm
 
 def test_check_names_it_too(tiny_config, prepared_data, tmp_path):
     bundle = _counting_baseline(tmp_path / "counter")
-    res = prism("check", str(bundle), "-c", str(tiny_config), "--data-root",
+    res = prism_in_process("check", str(bundle), "-c", str(tiny_config), "--data-root",
                 str(prepared_data))
     assert res.returncode == 1, res.stdout + res.stderr
     assert f"state FAIL {NOTE}; {ADVICE}" in _flat(res.stdout), res.stdout
