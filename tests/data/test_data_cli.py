@@ -14,14 +14,22 @@ from prism_challenge.data.synthetic import english_like_documents, small_spec, w
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _prism(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prism_challenge.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "400"},  # no line wrapping inside the messages
-    )
+def _prism(*args: str, cwd: Path = ROOT):
+    """`prism ARGS` run from `cwd` through typer's CliRunner, in this process (the same
+    command without a second start of the CLI); `returncode` is its exit code. The hub's
+    case starts a process of its own: the hub library reads its offline flags on import."""
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    back = os.getcwd()
+    os.chdir(cwd)
+    try:  # no line wrapping inside the messages
+        done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
+    finally:
+        os.chdir(back)
+    done.returncode = done.exit_code
+    return done
 
 
 def _spec_file(tmp_path) -> Path:

@@ -1,4 +1,6 @@
-"""`prism submit` and scripts/submit.py end to end: a subprocess against a live node."""
+"""`prism submit` and scripts/submit.py end to end against a live node: the first submit and
+the script in a process of their own, the other cases through typer's CliRunner in the
+test's process (the same command, without a second start of the CLI and bittensor)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def clean_env(ledger: Path | None = None) -> dict[str, str]:
     return env
 
 
-def prism(*args: str, ledger: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+def prism_process(*args: str, ledger: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`prism submit ARGS` in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "prism_challenge.cli", "submit", *args],
         capture_output=True,
@@ -45,6 +48,18 @@ def prism(*args: str, ledger: Path, timeout: float = 60) -> subprocess.Completed
     )
 
 
+def prism(*args: str, ledger: Path):
+    """`prism submit ARGS` in this process; `returncode` is its exit code."""
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    done = CliRunner().invoke(app, ["submit", *args], env={"COLUMNS": "400",
+                                                          "PRISM_CHAIN__LOCAL_LEDGER": str(ledger)})
+    done.returncode = done.exit_code
+    return done
+
+
 def submission_rows(store) -> list[Submission]:
     with store.session() as session:
         return list(session.scalars(select(Submission)).all())
@@ -52,7 +67,7 @@ def submission_rows(store) -> list[Submission]:
 
 def test_prism_submit_end_to_end(node, wallets, bundle_dir):
     path = bundle_dir("cli")
-    done = prism(
+    done = prism_process(
         str(path), "--url", node.url, "--netuid", str(NETUID), *wallet_args(wallets["miner"]),
         ledger=node.ledger.path,
     )

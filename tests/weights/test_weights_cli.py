@@ -50,8 +50,19 @@ def node(tmp_path):
     return cfg
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT)
+def _run(*args: str):
+    """`python ARGS`: `-m prism_challenge.cli ...` through typer's CliRunner in this process
+    (the same command, without a second start of the CLI), a script in a process of its own.
+    `returncode` is the exit code either way."""
+    if args[:2] != ("-m", "prism_challenge.cli"):
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT)
+    from typer.testing import CliRunner
+
+    from prism_challenge.cli.app import app
+
+    done = CliRunner().invoke(app, list(args[2:]), env={"COLUMNS": "400"})
+    done.returncode = done.exit_code
+    return done
 
 
 def test_json_plan(node):
