@@ -197,7 +197,9 @@ class BubblewrapBackend:
 
     def run(self, spec: SandboxSpec, *, stop_at: StopAt = None) -> SandboxResult:
         (spec.scratch / "tmp").mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="prism-etc-") as tmp:
+        # the sandbox's /etc files sit beside its scratch, in the run's own folder: a
+        # validator killed mid-run leaves them where the run's files are cleaned, not in /tmp
+        with tempfile.TemporaryDirectory(prefix=".etc-", dir=spec.scratch.parent) as tmp:
             etc = Path(tmp)
             (etc / "hosts").write_text(HOSTS)
             (etc / "nsswitch.conf").write_text(NSSWITCH)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from prism_challenge.isolation import bubblewrap
 from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.isolation.prewarm import prewarmed_for
 from prism_challenge.isolation.spec import Limits, Mount, SandboxSpec, minimal_env
@@ -123,3 +124,23 @@ def test_sandbox_prewarm_false_starts_every_sandbox_cold(tmp_path):
     backend = backend_of(Settings(sandbox={"prewarm": False}))
     result = backend.run(_spec(tmp_path, 0))
     assert result.cause == "ok" and _facts(result)["pids"] == [1, 2]
+
+
+def test_the_sandboxs_etc_files_live_in_the_runs_folder_and_go_with_the_run(tmp_path):
+    """/etc/passwd (and hosts, group, nsswitch.conf) are bound from a folder beside the
+    run's scratch, not from the host's temporary folder: a validator killed mid-run leaves
+    them where the run's own files are cleaned. A run that ends removes them."""
+    scratch = tmp_path / "run" / "scratch"
+    scratch.mkdir(parents=True)
+    spec = SandboxSpec(argv=("/bin/sh", "-c", "grep ' /etc/passwd ' /proc/self/mountinfo; "
+                                              "cat /etc/passwd"),
+                       mounts=(Mount(scratch, "/scratch", writable=True),), env=minimal_env(),
+                       limits=Limits(60, 2**30, 64, 2**26, 65536), scratch=scratch)
+    result = BubblewrapBackend().run(spec)
+    assert result.cause == "ok", result.output
+    mount, user = result.output.strip().splitlines()
+    source = Path(mount.split()[3])  # the bound file's path on the host's filesystem
+    assert source.name == "passwd" and source.parent.parent.name == "run", mount
+    assert source.parent.name.startswith(".etc-")
+    assert user == bubblewrap.PASSWD.strip()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["scratch"]
