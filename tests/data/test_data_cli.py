@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_kit import prism_in_process
+
 from prism_challenge.data import TokenStream
 from prism_challenge.data.synthetic import english_like_documents, small_spec, write_jsonl
 
@@ -18,18 +20,7 @@ def _prism(*args: str, cwd: Path = ROOT):
     """`prism ARGS` run from `cwd` through typer's CliRunner, in this process (the same
     command without a second start of the CLI); `returncode` is its exit code. The hub's
     case starts a process of its own: the hub library reads its offline flags on import."""
-    from typer.testing import CliRunner
-
-    from prism_challenge.cli.app import app
-
-    back = os.getcwd()
-    os.chdir(cwd)
-    try:  # no line wrapping inside the messages
-        done = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})
-    finally:
-        os.chdir(back)
-    done.returncode = done.exit_code
-    return done
+    return prism_in_process(*args, cwd=cwd)
 
 
 def _spec_file(tmp_path) -> Path:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_kit import prism_in_process  # noqa: F401 (the miner tests import it from here)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 GUIDE = ROOT / "docs" / "miners.md"
@@ -57,29 +59,6 @@ def prism(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
 def copy_example(name: str, dest: Path) -> Path:
     shutil.copytree(EXAMPLES / name, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
-
-
-def prism_in_process(*args: str, env: dict[str, str] | None = None):
-    """`prism ARGS` through typer's CliRunner, in this process: the same command (sandboxes
-    included) without a second `import torch` and prewarmed interpreter. The result's
-    `returncode` is its exit code, as a subprocess's."""
-    from typer.testing import CliRunner
-
-    from prism_challenge.cli.app import app
-
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "400", **(env or {})})
-    res.returncode = res.exit_code
-    return res
-
-
-def prism_here(*args: str, cwd: Path, env: dict[str, str] | None = None):
-    """`prism_in_process` run from `cwd` (relative paths in ARGS are read from there)."""
-    back = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return prism_in_process(*args, env=env)
-    finally:
-        os.chdir(back)
 
 
 def guide_commands(guide: Path = GUIDE) -> list[list[str]]:

@@ -14,7 +14,7 @@ import re
 import shutil
 
 import pytest
-from miner_kit import EXAMPLES, GUIDE, ROOT, RUN, guide_commands, prism_here, prism_in_process
+from miner_kit import EXAMPLES, GUIDE, ROOT, RUN, guide_commands, prism_in_process
 
 from prism_challenge.bundle import Bundle
 from prism_challenge.sandbox.record import RunRecord
@@ -82,7 +82,7 @@ def test_porting_guide_commands_run_as_written(tiny_config, prepared_data, tmp_p
         for sub in ("eval",)]
     optimizers = {}
     for argv in commands:
-        res = prism_here(*argv[1:], cwd=tmp_path, env=env)
+        res = prism_in_process(*argv[1:], cwd=tmp_path, env=env)
         assert res.returncode == 0, f"{' '.join(argv)}\n{res.stdout}\n{res.stderr}"
         out = tmp_path / argv[argv.index("--out") + 1]
         record = RunRecord.model_validate_json((out / "record.json").read_text())

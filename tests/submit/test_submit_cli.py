@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli_kit import prism_in_process
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
 
@@ -49,15 +50,8 @@ def prism_process(*args: str, ledger: Path, timeout: float = 60) -> subprocess.C
 
 
 def prism(*args: str, ledger: Path):
-    """`prism submit ARGS` in this process; `returncode` is its exit code."""
-    from typer.testing import CliRunner
-
-    from prism_challenge.cli.app import app
-
-    done = CliRunner().invoke(app, ["submit", *args], env={"COLUMNS": "400",
-                                                          "PRISM_CHAIN__LOCAL_LEDGER": str(ledger)})
-    done.returncode = done.exit_code
-    return done
+    """`prism submit ARGS` in this process (cli_kit)."""
+    return prism_in_process("submit", *args, env={"PRISM_CHAIN__LOCAL_LEDGER": str(ledger)})
 
 
 def submission_rows(store) -> list[Submission]:

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import prism_in_process
 from verified_kit import mark_verified
 from weights_entries import HOTKEYS
 
@@ -56,13 +57,7 @@ def _run(*args: str):
     `returncode` is the exit code either way."""
     if args[:2] != ("-m", "prism_challenge.cli"):
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT)
-    from typer.testing import CliRunner
-
-    from prism_challenge.cli.app import app
-
-    done = CliRunner().invoke(app, list(args[2:]), env={"COLUMNS": "400"})
-    done.returncode = done.exit_code
-    return done
+    return prism_in_process(*args[2:])
 
 
 def test_json_plan(node):
