@@ -62,6 +62,8 @@ from prism_challenge.weights.chain import WeightSetter
 from prism_challenge.weights.conform import AsSent
 
 log = logging.getLogger("prism.validator")
+# How often the main thread checks for a stop signal (see run_forever).
+STOP_POLL_S = 0.5
 
 
 class ValidatorNode:
@@ -197,7 +199,11 @@ class ValidatorNode:
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
         self.start()
-        self.stop_event.wait()
+        # The kernel may hand a process's signal to any of its threads; Python then only
+        # flags it, and the handler runs when the main thread next runs bytecode. A main
+        # thread blocked in an untimed wait would never get there: it waits in slices.
+        while not self.stop_event.wait(STOP_POLL_S):
+            pass
         self.stop()
 
     # ---- loops ----------------------------------------------------------------------------

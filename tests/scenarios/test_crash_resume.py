@@ -1,10 +1,14 @@
 """Kill the validator with SIGKILL mid-training; a restart resumes and scores exactly once,
-without spending the miner's attempt on the validator's crash."""
+without spending the miner's attempt on the validator's crash. The restarted node is then
+stopped by a SIGTERM that one of its worker threads receives (the kernel may hand a
+process's signal to any thread), and still stops gracefully."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import platform
 import signal
 import sqlite3
 import subprocess
@@ -18,6 +22,15 @@ from validator_kit import ROOT, TINY, wait_for
 from prism_challenge.validator.demo import free_port, make_wallets
 
 CLI = [sys.executable, "-m", "prism_challenge.cli"]
+_TGKILL = {"x86_64": 234, "aarch64": 131}  # the syscall's number
+
+
+def sigterm_a_worker_thread(pid: int) -> None:
+    """SIGTERM delivered to a thread of `pid` other than its main thread (tgkill)."""
+    tid = max(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_TGKILL[platform.machine()], pid, tid, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
 
 
 def _start(config: Path, log: Path) -> subprocess.Popen:
@@ -69,7 +82,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     try:
         wait_for(lambda: _status(url, sid) == "scored", 240, "scored after restart")
     finally:
-        second.send_signal(signal.SIGTERM)
+        sigterm_a_worker_thread(second.pid)
         try:  # the node's own stop is bounded by 60 s in all, then it logs what hung
             code = second.wait(90)
         except subprocess.TimeoutExpired:
@@ -86,6 +99,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     lines = [json.loads(ln) for ln in log.read_text().splitlines()]
     assert any(ln["logger"] == "prism.validator" and ln["level"] == "info"
                and "1 submissions resumed" in ln["msg"] for ln in lines)
+    assert [ln["msg"] for ln in lines][-2:] == ["received SIGTERM: stopping", "validator stopped"]
 
 
 def _health(url: str) -> bool:
