@@ -1,4 +1,4 @@
-"""Where a sandboxed run's start-up goes, and what the one-rank direct start saves.
+"""Where a sandboxed run's start-up goes, and what the harness's own launcher saves.
 
 Two parts, each alternating its variants `--repeats` times (medians printed side by side;
 the host's load is printed too, since every figure here is wall time on a shared host):
@@ -7,7 +7,10 @@ the host's load is printed too, since every figure here is wall time on a shared
    the sandbox alone (`/bin/true`), the interpreter (`python -c pass`), `import torch`, the
    train harness's imports after torch, and a trivial worker started by torchrun
    (`--standalone --nproc_per_node=1`, what every run paid before) against the same worker
-   started by `launch --single` (what a one-rank run does now).
+   started by `launch --single` (what a one-rank run does now); then two ranks under
+   torchrun (two fresh interpreters, each importing torch) against `launch --ranks 2` (one
+   import, two forks: what a several-rank run does now). torchrun here is
+   `python -m torch.distributed.run`, which also pays its interpreter's teardown.
 2. Whole runs of the same bundle through the real runner (feeder, train sandbox, eval
    sandbox): as before (training under torchrun, the eval sandbox started once training
    ended), the direct start alone, and now (the direct start, the eval sandbox started with
@@ -42,9 +45,11 @@ from prism_challenge.data.synthetic import english_like_documents, small_spec, w
 from prism_challenge.isolation import make_backend
 from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.isolation.spec import Limits, Mount, SandboxSpec, minimal_env
-from prism_challenge.sandbox.runner import LAUNCH, WORKER, Runner, launch_argv
+from prism_challenge.sandbox.runner import WORKER, Runner, launch_argv
 
 PY = sys.executable
+TORCHRUN = (PY, "-m", "torch.distributed.run", "--standalone")
+NOOP = "prism_challenge.sandbox.harness.quick_exit"  # a module that does nothing when run
 HARNESS = ("from prism_challenge.sandbox.harness import axes, context, loading, seeding, "
            "state_contract")
 PIECES = {
@@ -52,9 +57,14 @@ PIECES = {
     "interpreter (python -c pass)": (PY, "-c", "pass"),
     "interpreter + import torch": (PY, "-c", "import torch"),
     "+ the train harness's imports": (PY, "-c", f"import torch\n{HARNESS}"),
-    "trivial worker under torchrun": (PY, "-m", LAUNCH, "--standalone", "--nproc_per_node=1",
-                                      "--no-python", PY, "-c", "import torch"),
+    "trivial worker under torchrun": (*TORCHRUN, "--nproc_per_node=1", "--no-python", PY,
+                                      "-c", "import torch"),
     "trivial worker, launch --single": launch_argv(1, (PY, "-c", "import torch")),
+    # two ranks: torchrun execs two fresh interpreters that import torch; the launcher
+    # imports it once and forks both ranks (a rank that only has torch loaded does nothing)
+    "2 trivial workers under torchrun": (*TORCHRUN, "--nproc_per_node=2", "--no-python", PY,
+                                         "-c", "import torch"),
+    "2 trivial workers, launch --ranks": launch_argv(2, (PY, "-m", NOOP)),
 }
 
 
@@ -64,8 +74,7 @@ class TorchrunStart(Runner):
     early_eval = False
 
     def _train_spec(self, paths, name, deadline_s, prewarm=True):
-        argv = (PY, "-m", LAUNCH, "--standalone", "--nproc_per_node=1", "--no-python", PY,
-                "-m", WORKER)
+        argv = (*TORCHRUN, "--nproc_per_node=1", "--no-python", PY, "-m", WORKER)
         return replace(super()._train_spec(paths, name, deadline_s, prewarm), argv=argv)
 
 
@@ -90,12 +99,14 @@ def pieces(work: Path, repeats: int) -> None:
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"pieces, median of {repeats} (wall s, each in its own bubblewrap sandbox):")
     for label, s in med.items():
-        print(f"  {label:34s} {s:6.2f} s")
+        print(f"  {label:36s} {s:6.2f} s")
     torch_s = med["interpreter + import torch"] - med["interpreter (python -c pass)"]
     print(f"  -> import torch {torch_s:.2f} s; torchrun adds "
           f"{med['trivial worker under torchrun'] - med['interpreter + import torch']:+.2f} s "
           f"to one worker, launch --single "
           f"{med['trivial worker, launch --single'] - med['interpreter + import torch']:+.2f} s")
+    print(f"  -> two ranks: torchrun {med['2 trivial workers under torchrun']:.2f} s, "
+          f"launch --ranks {med['2 trivial workers, launch --ranks']:.2f} s")
 
 
 class LateEval(Runner):

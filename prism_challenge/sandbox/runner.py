@@ -153,21 +153,17 @@ WORKER = "prism_challenge.sandbox.harness.train_main"
 
 
 def launcher_args(nproc: int) -> tuple[str, ...]:
-    """How training's ranks are started: torchrun for several, the harness's direct start
-    with torchrun's environment for one (`harness/launch.py`)."""
+    """How training's ranks are started: by the harness's launcher, which gives each rank
+    the environment torchrun would (`harness/launch.py`): one becomes the worker, several
+    are forked from it with torch already imported."""
     if nproc == 1:
         return (LAUNCH, "--single")
-    return ("torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}")
+    return (LAUNCH, "--ranks", str(nproc))
 
 
 def launch_argv(nproc: int, worker: Sequence[str]) -> tuple[str, ...]:
-    """The train sandbox's command line for `worker` (an argv) on `nproc` ranks. Several
-    ranks start under torchrun (the same environment contract and a loopback rendezvous),
-    run through `launch`, which ends it without the interpreter's teardown; one rank is
-    started directly by `launch --single` with the environment torchrun would give it."""
-    if nproc == 1:
-        return (_python(), "-m", *launcher_args(1), *worker)
-    return (_python(), "-m", LAUNCH, *launcher_args(nproc)[1:], "--no-python", *worker)
+    """The train sandbox's command line for `worker` (an argv) on `nproc` ranks."""
+    return (_python(), "-m", *launcher_args(nproc), *worker)
 
 
 def train_argv(nproc: int) -> tuple[str, ...]:

@@ -140,7 +140,7 @@ def test_without_nvidia_smi_configured_indices_are_used_and_uuids_refused(no_nvi
 # ---- what the sandboxes see -------------------------------------------------------------
 def test_two_slots_of_two_gpus_each_see_only_their_pair_concurrently(gpu_host, prepared_data,
                                                                       tmp_path):
-    """Two 2-rank torchrun runs at once: each rank and the eval sandbox see exactly their
+    """Two 2-rank runs at once: each rank and the eval sandbox see exactly their
     slot's CUDA_VISIBLE_DEVICES, /dev/nvidia* nodes and CPU cores; the records say so."""
     settings = _settings(nproc=2)
     slots = plan_slots(settings, discover_gpus([]), (0, 1))
@@ -168,7 +168,7 @@ def test_two_slots_of_two_gpus_each_see_only_their_pair_concurrently(gpu_host, p
         assert record.exit_reason == "ok", record.exit_detail
         assert record.placement.model_dump() == {
             "slot": slot.index, "node": None, "gpus": pair, "cpus": [slot.index],
-            "launcher": "torch.distributed.run --standalone --nproc_per_node=2"}
+            "launcher": "prism_challenge.sandbox.harness.launch --ranks 2"}
         train = seen(tmp_path / f"run{slot.index}" / "scratch")
         evals = seen(tmp_path / f"run{slot.index}" / "eval_scratch")
         assert sorted(s["rank"] for s in train) == ["0", "1"] and len(evals) == 1

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from prism_challenge.isolation.bubblewrap import HARNESS_ROOT, BubblewrapBackend
-from prism_challenge.isolation.spec import Limits, Mount, SandboxSpec, SandboxResult, minimal_env
+from prism_challenge.isolation.spec import Limits, Mount, SandboxResult, SandboxSpec, minimal_env
 from prism_challenge.sandbox.harness.launch import SIGNALS, single_rank_env
 from prism_challenge.sandbox.runner import LAUNCH, WORKER, launch_argv, train_argv
 
@@ -52,7 +52,8 @@ def _sandbox(tmp_path, name: str, argv: tuple[str, ...]) -> tuple[SandboxResult,
     scratch.mkdir()
     spec = SandboxSpec(
         argv=argv, mounts=(Mount(probe, "/probe"), Mount(scratch, "/scratch", writable=True)),
-        env=minimal_env({"OMP_NUM_THREADS": "1", "PYTHONPATH": f"{HARNESS_ROOT}:/probe"}), scratch=scratch,
+        env=minimal_env({"OMP_NUM_THREADS": "1", "PYTHONPATH": f"{HARNESS_ROOT}:/probe"}),
+        scratch=scratch,
         limits=Limits(wall_s=240, memory_bytes=2**32, pids_max=64, disk_bytes=2**24,
                       output_bytes=65536))
     return BubblewrapBackend().run(spec), scratch
