@@ -2,7 +2,7 @@
 
 Plans the host's slots as the validator does (groups of `--nproc` GPUs, disjoint CPU cores),
 probes each slot's health, then runs the bundle through the real runner (bubblewrap, feeder,
-torchrun, eval sandbox) on one slot (k = 1) and on every slot at once (k = all), printing
+rank launcher, eval sandbox) on one slot (k = 1) and on every slot at once (k = all), printing
 each run's wall time, start-up and training tokens/s; replays the k = 1 run on the same
 stack and prints the verdict. Last, the harness/bare per-step ratio on GPU 0: the same
 `train(ctx)` driven in-process (no sandbox, no socket; the same autocast and compile, the

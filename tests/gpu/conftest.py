@@ -1,7 +1,7 @@
 """Tests that need a real CUDA GPU: marked `gpu`, skipped cleanly where CUDA is absent.
 
-Run them on a GPU host with `pytest -m gpu`. Everything is real: bubblewrap, torchrun, the
-GPU the runner finds (`sandbox.gpus: []` = every GPU of the host)."""
+Run them on a GPU host with `pytest -m gpu`. Everything is real: bubblewrap, the rank
+launcher, the GPU the runner finds (`sandbox.gpus: []` = every GPU of the host)."""
 
 from __future__ import annotations
 
