@@ -107,13 +107,14 @@ class HealthCheck:
         compiles = self.compiles(slot)
         env = minimal_env({
             "PRISM_PROBE_COMPILE": "1" if compiles else "0",
-            "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "PRISM_PROBE_CPUS": ",".join(str(c) for c in slot.cpus),
             "PRISM_PROBE_MINORS": ",".join(str(d.minor) for d in slot.devices) if isolated
             else "",
             "PRISM_PROBE_MIN_FREE": str(self.settings.validator.probe_min_free_fraction),
-            # the runs' value: the probe then starts in the runs' prewarmed interpreter
+            # the runs' values: the probe then starts in the runs' prewarmed interpreter
+            # and compiles as a run does
             "OMP_NUM_THREADS": str(self.settings.sandbox.cpu_threads),
+            "TORCHINDUCTOR_COMPILE_THREADS": str(self.settings.sandbox.cpu_threads),
         })
         spec = SandboxSpec(
             argv=(sys.executable, "-m", "prism_challenge.hardware.health_probe"),

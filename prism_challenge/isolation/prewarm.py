@@ -4,8 +4,9 @@ child into each sandbox bubblewrap builds, so no sandbox pays `import torch` aga
 The prewarmed process is started with the sandbox's own start-up environment
 (`minimal_env()`: a process's `/proc/self/environ` keeps what it was started with, and
 `PYTHONHASHSEED` and `PYTHONUNBUFFERED` are read only then), runs nothing but the program
-below (stdlib, torch, and `enter.py`'s source: no module of PRISM's is imported, so none
-shadows the harness's files in the sandbox) and never runs a sandbox's program itself. On
+below (stdlib, torch, on a CPU build of torch also `torch._dynamo`, which every optimizer's
+first construction imports, and `enter.py`'s source: no module of PRISM's is imported, so
+none shadows the harness's files in the sandbox) and never runs a sandbox's program itself. On
 each request it forks; the fork, not the prewarmed process, receives the run's request, so no
 run's values stay in the memory later forks inherit. The fork joins the run's cgroup, CPU
 cores and rlimits, joins the sandbox (`enter_sandbox`), forks into its pid namespace, and the
@@ -34,6 +35,11 @@ from prism_challenge.isolation.spec import minimal_env
 _LOOP = r'''
 import contextlib, json, os, resource, runpy, signal, socket, sys, tempfile, traceback
 import numpy, torch  # noqa: F401 - the point of this process
+if torch.version.cuda is None and torch.version.hip is None:
+    # what the first optimizer's constructor imports (torch._disable_dynamo): seconds of a
+    # run's training time otherwise. Not yet on GPU builds, where it also imports triton,
+    # which is not shown to leave a fork's CUDA usable.
+    import torch._dynamo  # noqa: F401
 
 def _run(request, out_fd):
     os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
@@ -175,11 +181,22 @@ class EnteredProgram:
             os.kill(self.pid, 9)
 
 
-# Read once, when the interpreter starts or torch is imported (OpenMP sizes its default team
-# from OMP_NUM_THREADS then, and a thread the program starts later keeps that size): a
-# prewarmed interpreter serves only sandboxes whose environment has the same values, so a
-# run's threads, and so its arithmetic, match a cold start's.
-START_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# What a sandbox's environment holds that is never part of a prewarmed interpreter's start:
+# the run's own values (PRISM_*: its seed, paths, socket), its import path (the fork sets
+# sys.path from it) and what CUDA reads when it initialises, which happens in the fork.
+# Everything else may be read once, when the interpreter starts or a module is imported
+# (OpenMP sizes its default team from OMP_NUM_THREADS, inductor's config reads its compiler
+# and compile-pool size): the prewarmed interpreter starts with it, and serves only sandboxes
+# whose environment has the same values, so a run's threads, its arithmetic and what it
+# compiles with match a cold start's.
+RUN_OWN_PREFIX = "PRISM_"
+READ_IN_THE_FORK = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
+def start_env(env: dict[str, str]) -> dict[str, str]:
+    """The part of a sandbox's environment its prewarmed interpreter starts with."""
+    return {k: v for k, v in env.items()
+            if not k.startswith(RUN_OWN_PREFIX) and k not in READ_IN_THE_FORK}
 
 
 class Prewarmed:
@@ -281,7 +298,7 @@ _POOL_LOCK = threading.Lock()
 
 def prewarmed_for(env: dict[str, str]) -> Prewarmed:
     """The prewarmed interpreter for a sandbox whose environment is `env`."""
-    start = {k: env[k] for k in START_VARS if k in env}
+    start = start_env(env)
     key = tuple(sorted(start.items()))
     with _POOL_LOCK:
         if key not in _POOL:

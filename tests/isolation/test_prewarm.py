@@ -19,7 +19,8 @@ PROGRAM = f"""
 import json, os, sys
 import torch
 print(json.dumps({{"uid": os.getuid(), "pids": sorted(int(p) for p in os.listdir("/proc")
-                  if p.isdigit()), "argv": sys.argv[1:], "secret": os.environ.get("RUN_VALUE"),
+                  if p.isdigit()), "argv": sys.argv[1:],
+                  "secret": os.environ.get("PRISM_RUN_VALUE"),
                   "name": __name__, "path0": sys.path[:2], "cwd": os.getcwd(),
                   "clone": os.path.exists({str(Path(__file__).resolve())!r}),
                   "sum": float(torch.ones(4).sum())}}))
@@ -34,7 +35,7 @@ def _spec(tmp_path: Path, code: int, env: dict[str, str] | None = None) -> Sandb
     scratch.mkdir()
     return SandboxSpec(argv=(sys.executable, "-m", "facts", str(code), "x"),
                        mounts=(Mount(pkg, "/pkg"), Mount(scratch, "/scratch", writable=True)),
-                       env=minimal_env({"PYTHONPATH": "/pkg", "RUN_VALUE": "run-only",
+                       env=minimal_env({"PYTHONPATH": "/pkg", "PRISM_RUN_VALUE": "run-only",
                                         "OMP_NUM_THREADS": "1", **(env or {})}),
                        limits=Limits(120, 2**31, 64, 2**26, 65536), scratch=scratch)
 
@@ -62,7 +63,7 @@ def test_the_prewarmed_process_holds_none_of_a_runs_environment(tmp_path):
     environ = Path(f"/proc/{prewarmed._proc.pid}/environ").read_bytes().split(b"\0")
     started = dict(kv.decode().split("=", 1) for kv in environ if kv)
     assert started == minimal_env({"OMP_NUM_THREADS": "1"})
-    assert "RUN_VALUE" not in started
+    assert "PRISM_RUN_VALUE" not in started
 
 
 class _CannotEnter(BubblewrapBackend):
@@ -144,3 +145,48 @@ def test_the_sandboxs_etc_files_live_in_the_runs_folder_and_go_with_the_run(tmp_
     assert source.parent.name.startswith(".etc-")
     assert user == bubblewrap.PASSWD.strip()
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["scratch"]
+
+
+OPTIMIZER_PROGRAM = """
+import json, sys
+import torch
+loaded = "torch._dynamo" in sys.modules
+from prism_challenge.sandbox.harness.seeding import make_deterministic
+make_deterministic(0, 1)
+torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo if not yet
+import torch._inductor.config as config
+print(json.dumps({"dynamo_before": loaded, "compile_threads": config.compile_threads,
+                  "cxx": config.cpp.cxx[1]}))
+"""
+
+
+def test_an_optimizer_costs_a_prewarmed_run_no_import_and_inductor_keeps_the_runs_threads(
+        tmp_path):
+    """The prewarmed interpreter has imported torch._dynamo (what the first optimizer's
+    constructor imports: seconds of every run's training time) on a CPU build of torch; the
+    inductor config it imported with it read the sandbox's compile threads (7 here) and
+    compiler, never the host's core count or a compiler the sandbox was not given."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "optimizer.py").write_text(OPTIMIZER_PROGRAM)
+    seen = {}
+    for name, backend in (("warm", BubblewrapBackend()),
+                          ("cold", BubblewrapBackend(prewarm=False))):
+        scratch = tmp_path / name
+        scratch.mkdir()
+        spec = SandboxSpec(
+            argv=(sys.executable, "-m", "optimizer"),
+            mounts=(Mount(pkg, "/pkg"), Mount(scratch, "/scratch", writable=True)),
+            env=minimal_env({"PYTHONPATH": f"{bubblewrap.HARNESS_ROOT}:/pkg",
+                             "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "7",
+                             "CXX": "/opt/this-sandboxs/c++"}),
+            limits=Limits(120, 2**31, 64, 2**26, 65536), scratch=scratch)
+        result = backend.run(spec)
+        assert result.cause == "ok", result.output
+        seen[name] = _facts(result)
+    import torch
+
+    cpu_build = torch.version.cuda is None and torch.version.hip is None
+    given = {"compile_threads": 7, "cxx": "/opt/this-sandboxs/c++"}
+    assert seen["warm"] == {"dynamo_before": cpu_build, **given}
+    assert seen["cold"] == {"dynamo_before": False, **given}

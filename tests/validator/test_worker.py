@@ -79,10 +79,15 @@ def test_a_claim_is_taken_by_one_worker_only(store, tmp_path, prepared_data):
 def test_three_shutdowns_spend_no_attempt_and_the_run_scores_once(store, tmp_path,
                                                                    prepared_data):
     """A shutdown mid-run hands the run back without charging it; after three, the run
-    completes on the first real attempt and is scored exactly once."""
+    completes on the first real attempt and is scored exactly once. Each step sleeps 0.3 s,
+    so the shutdown 1.5 s after the claim always comes before the run's end (a tiny run on
+    a prewarmed sandbox can end within that)."""
     settings = _settings(tmp_path, max_attempts=2)
     runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
-    sid = _queued(store)
+    files = {n: (TINY / n).read_bytes() for n in ("architecture.py", "training.py")}
+    files["training.py"] = b"import time\n" + files["training.py"].replace(
+        b"        opt.step()\n", b"        opt.step()\n        time.sleep(0.3)\n")
+    sid = _queued(store, files=files)
     for _ in range(3):
         cancel = threading.Event()
         worker = EvaluationWorker(settings, store, runner, registry=None, cancel=cancel)
