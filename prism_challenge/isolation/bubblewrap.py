@@ -35,7 +35,7 @@ from prism_challenge.isolation.supervise import Enter, supervise
 log = logging.getLogger("prism.sandbox")
 
 NOBODY = "65534"
-# Name resolution inside the sandbox knows loopback only (torchrun rendezvous and gloo need
+# Name resolution inside the sandbox knows loopback only (the ranks' rendezvous and gloo need
 # `localhost`); there is no DNS to ask anyway.
 HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"
 NSSWITCH = "hosts: files\npasswd: files\ngroup: files\n"

@@ -128,15 +128,19 @@ def start_single(worker: list[str]) -> None:
 
 
 def _start_rank(worker: list[str], env: dict[str, str]) -> int:
-    """Fork the process of one rank; it runs `worker` with `env` added (never returns)."""
+    """Fork the process of one rank and return its pid; the child runs `worker` with `env`
+    added and ends with its exit status."""
     sys.stdout.flush()
     sys.stderr.flush()
+    launcher = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != launcher:  # the launcher ended before the signal was armed
+            exit_now(1)
         os.environ.update(env)
         if _is_module(worker):
             code = _run_in_place(worker)
