@@ -38,7 +38,8 @@ import numpy, torch  # noqa: F401 - the point of this process
 if torch.version.cuda is None and torch.version.hip is None:
     # what the first optimizer's constructor imports (torch._disable_dynamo): seconds of a
     # run's training time otherwise. Not yet on GPU builds, where it also imports triton,
-    # which is not shown to leave a fork's CUDA usable.
+    # which is not shown to leave a fork's CUDA usable (tests/gpu/test_prewarm_dynamo_cuda.py
+    # checks exactly that on a GPU host).
     import torch._dynamo  # noqa: F401
 
 def _run(request, out_fd):
