@@ -1,8 +1,8 @@
 """The prewarmed interpreter: one process per validator that has imported torch and forks a
 child into each sandbox bubblewrap builds, so no sandbox pays `import torch` again.
 
-The prewarmed process is started with the sandbox's own start-up environment
-(`minimal_env()`: a process's `/proc/self/environ` keeps what it was started with, and
+The prewarmed process is started with the sandbox's own environment less the run's values
+(`start_env`: a process's `/proc/self/environ` keeps what it was started with, and
 `PYTHONHASHSEED` and `PYTHONUNBUFFERED` are read only then), runs nothing but the program
 below (stdlib, torch, on a CPU build of torch also `torch._dynamo`, which every optimizer's
 first construction imports, and `enter.py`'s source: no module of PRISM's is imported, so
