@@ -41,7 +41,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bare_loop import WARMUP, in_sandbox, per_step
-from harness_overhead import SMOKE_SCORING, _bare, host_profile
+from harness_overhead import SMOKE_SCORING, _bare, eval_profile, host_profile
 
 from prism_challenge.config import Settings
 from prism_challenge.data import TokenStream, prepare_data
@@ -98,6 +98,8 @@ def _runs(runner: Runner, slots: list[Slot], files, work: Path, label: str) -> l
         print(f"{label}  slot {r.placement.slot} GPUs {','.join(r.placement.gpus)}: wall "
               f"{wall:7.1f} s (start-up {r.startup_s:.1f}, train {r.train_s:.1f}, eval "
               f"{r.eval_s:.1f})  {r.consumed.scored_tokens / r.train_s:10.0f} tokens/s")
+        print(f"{label}  slot {r.placement.slot}: "
+              f"{eval_profile(work / f'{label}-slot{r.placement.slot}')}")
     total = sum(r.consumed.scored_tokens for r in out)
     print(f"{label}  {len(out)} run(s) in {elapsed:.1f} s: mean "
           f"{statistics.mean(r.consumed.scored_tokens / r.train_s for r in out):.0f} tokens/s "
@@ -172,6 +174,7 @@ def main() -> None:
         print(f"start-up {record.startup_s:.2f} s to the first batch, train "
               f"{record.train_s:.2f} s, eval sandbox {record.eval_s:.2f} s; stack "
               f"{record.stack.model_dump(exclude_none=True) if record.stack else None}")
+        print(eval_profile(work / "cpu"))
         _replay(runner, None, files, record, work)
         print(f"gpu_host: 1 run(s) ok on this CPU, start-up {record.startup_s:.2f} s, "
               "replay passed")

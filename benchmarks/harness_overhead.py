@@ -56,6 +56,18 @@ def host_profile(run_dir: Path | dict, who: str = "harness") -> str:
             f"sum {sum(ms.values()):.3f}")
 
 
+def eval_profile(run_dir: Path) -> str:
+    """The eval sandbox's own account of its time by kind of work (step_clock.WorkClock),
+    read from the run's eval scratch folder: seconds, and how many times each was done."""
+    try:
+        got = json.loads((run_dir / "eval_scratch" / "eval_profile.json").read_text())
+    except (OSError, ValueError):
+        return "eval sandbox time: not written"
+    parts = ", ".join(f"{k} {v:.3f}" + (f" x{got['counts'][k]}" if got["counts"][k] > 1 else "")
+                      for k, v in got["seconds"].items())
+    return f"eval sandbox time (s): {parts}; sum {sum(got['seconds'].values()):.3f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", type=Path, default=Path("examples/baseline"))
@@ -108,6 +120,7 @@ def main() -> None:
               f"{boxed_step * 1e3:7.2f}  harness {harness_step * 1e3:7.2f} ms/step  ratio "
               f"{ratios[-1]:.3f}  start-up {record.startup_s:.2f} s  eval {record.eval_s:.2f} s")
         print(f"  {host_profile(work / f'run{i}')}")
+        print(f"  {eval_profile(work / f'run{i}')}")
         print(f"  {host_profile(bare_profile, 'bare loop')}")
     print(f"bundle {args.bundle}  steps {record.summary.count}  batch {args.batch}x{args.seq_len}"
           f"  kept chance per position {record.keep_rate:.3g}")

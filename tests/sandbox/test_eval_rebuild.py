@@ -1,17 +1,23 @@
 """The eval sandbox answers every held-out task from a fresh instance of the model: a fresh
-exec of architecture.py and a new build. After the first full build the later ones are made
-on the meta device and filled from a copy of it, and must be indistinguishable from a full
-build: the same logits bit for bit, the same RNG state, a new object. A model keeping a
-tensor outside its parameters and buffers is built in full every time."""
+exec of architecture.py and a new build. After the first full build (of the trained model
+or the twin: the same build until the final weights load) the later ones of both are made
+on the meta device, with no initialiser run, and filled from a copy of it; they must be
+indistinguishable from a full build: the same logits bit for bit, the same RNG state, a new
+object. A model keeping a tensor outside its parameters and buffers is built in full every
+time."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 from fixture_bundles import FIXTURES
 
 from prism_challenge.sandbox.harness.eval_main import _Models
-from prism_challenge.sandbox.harness.loading import build_model, load_module
+from prism_challenge.sandbox.harness.loading import _no_values, build_model, load_module
 
 CFG = {"vocab_size": 64, "seq_len": 16, "param_cap": 10**6, "seed": 7}
 LOOSE = b'''
@@ -59,31 +65,37 @@ def _models(tmp_path, source: bytes, fast: bool) -> _Models:
                      torch.device("cpu"))
     models.COPY_ABOVE_S = 0.0  # the tiny model builds in milliseconds: copy it anyway
     if not fast:  # the reference: every task a full build
-        models._from_pristine = lambda name: None
+        models._from_pristine = lambda: None
     return models
 
 
-def _answers(models: _Models, name: str, tasks: int = 3) -> list:
+def _answers(models: _Models, names, tasks: int = 3) -> list:
     x = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(3))
     out = []
-    for _ in range(tasks):
+    for name in [names] * tasks if isinstance(names, str) else names:
         model = models.get(name, None)
         out.append((id(model), model(x).detach(), torch.get_rng_state(),
-                    torch.rand(2)))  # the RNG the model's forward would draw from
+                    torch.rand(2), models.built))  # the RNG the model's forward draws from
     return out
 
 
-def test_later_builds_match_a_full_build_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("names", ["trained", "twin", ("trained",) * 3 + ("twin",) * 3],
+                         ids=["trained", "twin", "trained-then-twin"])
+def test_later_builds_match_a_full_build_bit_for_bit(tmp_path, names):
     source = (FIXTURES / "tiny" / "architecture.py").read_bytes()
-    for name in ("trained", "twin"):
-        fast = _models(tmp_path / f"fast-{name}", source, fast=True)
-        full = _models(tmp_path / f"full-{name}", source, fast=False)
-        got, want = _answers(fast, name), _answers(full, name)
-        assert name in fast.pristine and not fast.full_only  # later tasks: from the copy
-        for (_, logits, rng, draw), (_, logits_w, rng_w, draw_w) in zip(got, want,
-                                                                        strict=True):
-            assert torch.equal(logits, logits_w)
-            assert torch.equal(rng, rng_w) and torch.equal(draw, draw_w)
+    fast = _models(tmp_path / "fast", source, fast=True)
+    full = _models(tmp_path / "full", source, fast=False)
+    got, want = _answers(fast, names), _answers(full, names)
+    # one full build in all, even for the twin after the trained model: the rest are copies
+    assert [g[-1] for g in got] == ["full"] + ["copy"] * (len(got) - 1)
+    assert [w[-1] for w in want] == ["full"] * len(want)
+    assert fast.pristine is not None and not fast.copy_off
+    for (_, logits, rng, draw, _), (_, logits_w, rng_w, draw_w, _) in zip(got, want,
+                                                                          strict=True):
+        assert torch.equal(logits, logits_w)
+        assert torch.equal(rng, rng_w) and torch.equal(draw, draw_w)
+    if not isinstance(names, str):  # the trained model's answers are not the twin's
+        assert not torch.equal(got[0][1], got[-1][1])
 
 
 @pytest.mark.parametrize("loose", [LOOSE, IN_GLOBAL], ids=["attribute", "global"])
@@ -93,7 +105,8 @@ def test_a_tensor_outside_parameters_and_buffers_means_full_builds(tmp_path, loo
     full = _models(tmp_path / "full", source, fast=False)
     got, want = _answers(fast, "twin"), _answers(full, "twin")
     # the meta build left a tensor without a value: full builds from then on
-    assert "twin" not in fast.pristine and fast.full_only == {"twin"}
+    assert fast.pristine is None and fast.copy_off
+    assert [g[-1] for g in got] == ["full"] * 3
     for (_, logits, *_), (_, logits_w, *_) in zip(got, want, strict=True):
         assert torch.equal(logits, logits_w)
 
@@ -103,4 +116,34 @@ def test_a_model_that_builds_quickly_is_not_copied(tmp_path):
     models = _models(tmp_path, (FIXTURES / "tiny" / "architecture.py").read_bytes(), fast=True)
     models.COPY_ABOVE_S = 60.0  # no build takes this long: every task builds in full
     got = _answers(models, "trained")
-    assert len(got) == 3 and models.pristine == {} and models.full_only == set()
+    assert [g[-1] for g in got] == ["full"] * 3
+    assert models.pristine is None and not models.copy_off
+
+
+def test_a_meta_build_runs_no_initialiser_and_keeps_every_shape():
+    with torch.device("meta"), _no_values():
+        w = torch.empty(3, 4)
+        assert torch.nn.init.trunc_normal_(w, std=0.02) is w  # skipped: nothing to compute
+        assert w.normal_().mul_(2).add_(1) is w
+        b = torch.empty(4)
+        b.unsqueeze_(0)  # an in-place op that changes the shape still runs
+        assert b.shape == (1, 4) and w.shape == (3, 4) and w.is_meta
+    with _no_values():  # a real tensor gets its values
+        r = torch.zeros(2).fill_(5.0)
+    assert r.tolist() == [5.0, 5.0]
+
+
+def test_a_meta_build_imports_nothing_a_cpu_build_would_not():
+    """On the meta device torch runs `normal_` through Python decompositions that import
+    torch._dynamo (about 2 s) the first time: skipped initialisers never reach them."""
+    program = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from prism_challenge.sandbox.harness.loading import build_model, load_module
+        arch = load_module(Path({str(FIXTURES / "tiny" / "architecture.py")!r}), "architecture")
+        build_model(arch, vocab_size=64, seq_len=16, max_params=10**6, seed=1, device="meta")
+        print("torch._dynamo" in sys.modules, "sympy" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[0] == "False False"

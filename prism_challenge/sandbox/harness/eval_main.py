@@ -9,6 +9,7 @@ knows is readable here as a file. The host turns logits into losses and bpb itse
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -19,6 +20,7 @@ from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.quick_exit import exit_now
 from prism_challenge.sandbox.harness.seeding import inductor_deterministic
 from prism_challenge.sandbox.harness.state_contract import fingerprint
+from prism_challenge.sandbox.harness.step_clock import WorkClock
 
 MAX_INPUT_BYTES = 1 << 28
 
@@ -59,22 +61,25 @@ class _Models:
     is evaluated (test-time training on the held-out text it was shown) gains nothing.
     A replay's snapshot is kept between its tasks (it is re-trained step by step).
 
-    The rebuild's cost is the CPU's forced-seed initialisation, the copy of the final
-    weights and their trip to the device, for every task (about a second for a 90M model, so
-    most of a GPT's evaluation on a GPU). So after the first full build of each model, its
-    every tensor (parameters and buffers, persistent or not), the RNG state the build left
+    The rebuild's cost is the CPU's forced-seed initialisation and the trip to the device,
+    for every task (about a second for a 90M model, so most of a GPT's evaluation on a GPU).
+    The twin and the trained model are the same build until the trained one loads the final
+    weights, so after the first full build of either, that build's every tensor (parameters
+    and buffers, persistent or not, before any weights are loaded), the RNG state it left
     and the plain values its modules and architecture.py's globals hold are kept on the
-    device (two copies at most: the parameter cap bounds them); later tasks still execute
-    architecture.py afresh and build a new instance, but on the meta device (no values
-    computed), and fill its tensors from that copy. Anything that differs from the full
-    build (names, shapes, dtypes, grad flags, plain values) or a build that needs a value
-    (`.item()` in `__init__`) falls back to full builds.
+    device (with the final weights, two copies: the parameter cap bounds them). Every later
+    task of either model still executes architecture.py afresh and builds a new instance, but
+    on the meta device (no value computed, no initialiser run: loading.build_model), fills
+    its tensors and the RNG state from that copy, and the trained model then loads the final
+    weights as a full build does. Anything that differs from the full build (names, shapes,
+    dtypes, grad flags, plain values) or a build that needs a value (`.item()` in
+    `__init__`) falls back to full builds.
     """
 
     FRESH = ("trained", "twin")
     # a full build quicker than this is kept as it is: for a small model the copy's checks
-    # (one walk over the process's objects) cost more than the build they save
-    COPY_ABOVE_S = 0.25
+    # cost more than the build they save
+    COPY_ABOVE_S = 0.02
 
     def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
         self.load_architecture = load_architecture
@@ -86,9 +91,10 @@ class _Models:
         self.model = None
         self.forward = None
         self.snapshot: dict | None = None
-        self.final: dict | None = None  # final.pt as loaded (CPU): copied into each model
-        self.pristine: dict[str, dict] = {}  # per FRESH model: see the docstring
-        self.full_only: set[str] = set()  # FRESH models whose copy did not match
+        self.final: dict | None = None  # final.pt, on the device: loaded into each instance
+        self.pristine: dict | None = None  # the forced-seed build: see the docstring
+        self.copy_off = False  # a copy that did not match the build: full builds from now on
+        self.built = ""  # how the last `get` made its model: "full", "copy" or "kept"
 
     def get(self, name: str, snapshot: str | None):
         import torch
@@ -97,66 +103,80 @@ class _Models:
 
         key = (name, snapshot)
         if key == self.key and name not in self.FRESH:
+            self.built = "kept"
             return self.model
+        if name not in (*self.FRESH, "snapshot"):
+            raise ValueError(f"unknown model {name!r}")
         self.model = self.forward = self.snapshot = None
         if name in self.FRESH:
             self.architecture = self.load_architecture()
-            model = self._from_pristine(name)
+            model = self._from_pristine()
             if model is not None:
-                self.model, self.key, self.forward = model, key, model
+                self._load_final(model, name)
+                self.model, self.key, self.forward, self.built = model, key, model, "copy"
                 return model
         started = time.perf_counter()
         model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
                             seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
                             seed=self.cfg["seed"])
         built_rng = _rng_state(self.device)
-        if name == "trained":
-            if self.final is None:
-                self.final = torch.load(self.inputs / "final.pt", weights_only=True,
-                                        map_location="cpu")
-            torch.nn.Module.load_state_dict(model, {k: v.clone() for k, v in self.final.items()})
-        elif name == "snapshot":
+        build_s = time.perf_counter() - started
+        if name == "snapshot":
             if snapshot is None or "/" in snapshot or snapshot.startswith("."):
                 raise ValueError(f"bad snapshot name {snapshot!r}")
             self.snapshot = torch.load(self.inputs / snapshot, weights_only=True,
                                        map_location="cpu")
             torch.nn.Module.load_state_dict(model, self.snapshot["model"])
-        elif name != "twin":
-            raise ValueError(f"unknown model {name!r}")
         model.to(self.device)
-        if (name in self.FRESH and name not in self.pristine and name not in self.full_only
-                and time.perf_counter() - started >= self.COPY_ABOVE_S):
+        if (name in self.FRESH and self.pristine is None and not self.copy_off
+                and build_s >= self.COPY_ABOVE_S):
             try:
-                self.pristine[name] = {"tensors": {n: t.detach().clone()
-                                                   for n, t in _all_tensors(model)},
-                                       "flags": _flags(model), "rng": built_rng,
-                                       "plain": fingerprint(model, self.architecture)}
+                self.pristine = {"tensors": {n: t.detach().clone()
+                                             for n, t in _all_tensors(model)},
+                                 "flags": _flags(model), "rng": built_rng,
+                                 "plain": fingerprint(model, self.architecture)}
             except Exception:  # a tensor that cannot be copied: full builds, as before
-                self.full_only.add(name)
-            if name == "trained" and name in self.pristine:
-                self.final = None  # the copy holds it; read again only for a full build
-        self.model, self.key = model, key
+                self.copy_off = True
+        if name in self.FRESH:
+            self._load_final(model, name)
+        self.model, self.key, self.built = model, key, "full"
         compiled = bool(self.snapshot and self.snapshot.get("compile"))
         if compiled:
             inductor_deterministic()
         self.forward = torch.compile(model) if compiled else model
         return model
 
-    def _from_pristine(self, name: str):
-        """A new instance of `name` built on the meta device and filled from the copy of its
-        first full build; None (and full builds from now on) when it does not match."""
-        kept = self.pristine.get(name)
-        if kept is None:
+    def _load_final(self, model, name: str) -> None:
+        """The final weights into a fresh trained instance (the twin keeps its build's),
+        through nn.Module's own loader; each instance gets its own copy of them."""
+        if name != "trained":
+            return
+        import torch
+
+        if self.final is None:
+            self.final = {k: v.to(self.device)
+                          for k, v in torch.load(self.inputs / "final.pt", weights_only=True,
+                                                 map_location="cpu").items()}
+        torch.nn.Module.load_state_dict(model, {k: v.clone() for k, v in self.final.items()})
+
+    def _from_pristine(self):
+        """A new instance built on the meta device and filled from the copy of the first full
+        build; None (and full builds from now on) when it does not match."""
+        if self.pristine is None:
             return None
         import gc
 
         gc.freeze()  # what exists now is left out of gc.get_objects(): the check below
         try:  # walks only what this build made, not the whole process (0.3 s per task)
-            return self._fill(name, kept)
+            model = self._fill(self.pristine)
         finally:
             gc.unfreeze()
+        if model is None:
+            self.pristine, self.copy_off = None, True
+            self.architecture = self.load_architecture()  # the failed build's globals go
+        return model
 
-    def _fill(self, name: str, kept: dict):
+    def _fill(self, kept: dict):
         import torch
 
         from prism_challenge.sandbox.harness.loading import build_model
@@ -165,7 +185,10 @@ class _Models:
             model = build_model(self.architecture, vocab_size=self.cfg["vocab_size"],
                                 seq_len=self.cfg["seq_len"], max_params=self.cfg["param_cap"],
                                 seed=self.cfg["seed"], device="meta")
-            torch.nn.Module.to_empty(model, device=self.device)
+            # nn.Module.to_empty, without torch's Python empty_like for meta tensors (its
+            # first call imports sympy: 0.6 s)
+            torch.nn.Module._apply(model, lambda t: torch.empty_strided(
+                t.size(), t.stride(), dtype=t.dtype, device=self.device))
             tensors = dict(_all_tensors(model))
             same = (tensors.keys() == kept["tensors"].keys()
                     and all(t.shape == kept["tensors"][n].shape
@@ -178,16 +201,9 @@ class _Models:
                     for n, t in tensors.items():
                         t.copy_(kept["tensors"][n])
         except Exception:  # a build that needs values, or anything else: build in full
-            same = False
-        if not same:
-            del self.pristine[name]
-            self.full_only.add(name)
-            self.architecture = self.load_architecture()  # the failed build's globals go
             return None
-        if _meta_tensors_left():  # a tensor kept outside parameters and buffers: it has
-            del self.pristine[name]  # no value here, so this model is built in full
-            self.full_only.add(name)
-            self.architecture = self.load_architecture()
+        # a tensor kept outside parameters and buffers has no value here: build in full
+        if not same or _meta_tensors_left():
             return None
         _set_rng_state(kept["rng"], self.device)
         return model
@@ -246,6 +262,17 @@ def _set_rng_state(state, device) -> None:
 
 
 def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:
+    """Answer the host's tasks until it says done; where the time went is written to the
+    scratch folder for the benchmarks (step_clock.WorkClock; never scored)."""
+    clock = WorkClock()
+    try:
+        _answer(sock, cfg, submission, inputs, clock)
+    finally:
+        with contextlib.suppress(OSError, KeyError):
+            clock.write(Path(os.environ["PRISM_SCRATCH"]) / "eval_profile.json")
+
+
+def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -> None:
     from prism_challenge.sandbox.harness.seeding import make_deterministic
 
     make_deterministic(cfg["seed"], cfg["threads"])
@@ -257,22 +284,28 @@ def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:
     from prism_challenge.sandbox.harness.probe import probe
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.empty(0, device=device)  # the device's context, if it has one, is made here
     T, V = cfg["seq_len"], cfg["vocab_size"]
     models = _Models(lambda: load_module(submission / "architecture.py", "architecture"), cfg,
                      inputs, device)
+    clock.mark("setup")
     while True:
         protocol.send(sock, {"op": "task"})
         task, payload = protocol.recv(sock, MAX_INPUT_BYTES)
+        clock.mark("wait")
         if task.get("kind") == "done":
             return
         n = int(task["rows"])
         x = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T)
                              .astype(np.int64)).to(device)
         model = models.get(task["model"], task.get("snapshot"))
+        clock.mark(f"build_{models.built}")
         if task["kind"] == "causality":
             c = task["causality"]
             result = probe(model, x, c["positions"], V, c["seed"])
+            clock.mark("probe")
             protocol.send(sock, {"op": "result", "task": task["task"], "result": result})
+            clock.mark("send")
             continue
         train = task["mode"] == "train"
         if train and models.snapshot is not None:
@@ -290,7 +323,9 @@ def _serve(sock, cfg: dict, submission: Path, inputs: Path) -> None:
         rows = torch.tensor(task["select_rows"], dtype=torch.long, device=device)
         pos = torch.tensor(task["select_positions"], dtype=torch.long, device=device)
         picked = logits[rows, pos].detach().float().cpu().numpy().astype("<f4")
+        clock.mark("forward")
         protocol.send(sock, {"op": "result", "task": task["task"]}, picked.tobytes())
+        clock.mark("send")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Where the host's time goes, for the benchmarks (never scored): the sandbox's start-up
-phases (`StartClock`) and each scored step (`StepClock`).
+phases (`StartClock`), each scored step (`StepClock`) and the eval sandbox's work
+(`WorkClock`).
 
 Each step of `ctx.batches()` passes the same marks: asking the feeder for rows (`rows`:
 sending the last steps' losses and waiting for the reply), putting them on the device
@@ -79,3 +80,27 @@ class StepClock:
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.summary()))
+
+
+class WorkClock:
+    """Seconds and counts of the eval sandbox's work by kind, summed over its tasks: `setup`
+    (seeding, the device's first use), `wait` (for the host's next task), `build_full` and
+    `build_copy` (a model instance built in full or on the meta device and filled from the
+    copy), `forward` (the forward pass, and the picked logits back on the host), `probe`
+    (the causality probe) and `send` (the answer to the host)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, kind: str) -> None:
+        """The work of `kind` that just ended (since the previous mark)."""
+        now = time.perf_counter()
+        self.seconds[kind] = self.seconds.get(kind, 0.0) + now - self._last
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._last = now
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps({"seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+                                    "counts": self.counts}))
