@@ -7,28 +7,12 @@ state and next random draws must equal a full build's bit for bit, as on the CPU
 from __future__ import annotations
 
 import torch
+from eval_kit import eval_models
 from fixture_bundles import FIXTURES
 
 from prism_challenge.sandbox.harness.eval_main import _Models
-from prism_challenge.sandbox.harness.loading import build_model, load_module
 
-CFG = {"vocab_size": 64, "seq_len": 16, "param_cap": 10**6, "seed": 7}
 ORDER = ("trained",) * 3 + ("twin",) * 3 + ("trained",)
-
-
-def _models(tmp_path, fast: bool) -> _Models:
-    arch = FIXTURES / "tiny" / "architecture.py"
-    inputs = tmp_path / "inputs"
-    inputs.mkdir(parents=True)
-    trained = build_model(load_module(arch, "architecture"), seed=99, vocab_size=64,
-                          seq_len=16, max_params=10**6)
-    torch.save(torch.nn.Module.state_dict(trained), inputs / "final.pt")
-    models = _Models(lambda: load_module(arch, "architecture"), CFG, inputs,
-                     torch.device("cuda", 0))
-    models.COPY_ABOVE_S = 0.0
-    if not fast:
-        models._from_pristine = lambda: None
-    return models
 
 
 def _answers(models: _Models) -> list:
@@ -43,8 +27,9 @@ def _answers(models: _Models) -> list:
 
 
 def test_copied_builds_on_the_gpu_match_full_builds_bit_for_bit(tmp_path):
-    got = _answers(_models(tmp_path / "fast", fast=True))
-    want = _answers(_models(tmp_path / "full", fast=False))
+    source = (FIXTURES / "tiny" / "architecture.py").read_bytes()
+    got = _answers(eval_models(tmp_path / "fast", source, fast=True, device="cuda"))
+    want = _answers(eval_models(tmp_path / "full", source, fast=False, device="cuda"))
     assert [g[-1] for g in got] == ["full"] + ["copy"] * (len(ORDER) - 1)
     for g, w in zip(got, want, strict=True):
         for a, b in zip(g[:-1], w[:-1], strict=True):

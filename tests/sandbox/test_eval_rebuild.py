@@ -14,12 +14,12 @@ import textwrap
 
 import pytest
 import torch
+from eval_kit import eval_models as _models
 from fixture_bundles import FIXTURES
 
 from prism_challenge.sandbox.harness.eval_main import _Models
-from prism_challenge.sandbox.harness.loading import _no_values, build_model, load_module
+from prism_challenge.sandbox.harness.loading import _no_values
 
-CFG = {"vocab_size": 64, "seq_len": 16, "param_cap": 10**6, "seed": 7}
 LOOSE = b'''
 class Loose(Tiny):
     def __init__(self, vocab_size):
@@ -50,23 +50,6 @@ class Loose(Tiny):
 def build_model(ctx):
     return Loose(ctx.vocab_size)
 '''
-
-
-def _models(tmp_path, source: bytes, fast: bool) -> _Models:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    arch = tmp_path / "architecture.py"
-    arch.write_bytes(source)
-    inputs = tmp_path / "inputs"
-    inputs.mkdir(exist_ok=True)
-    trained = build_model(load_module(arch, "architecture"), seed=99, vocab_size=64,
-                          seq_len=16, max_params=10**6)
-    torch.save(torch.nn.Module.state_dict(trained), inputs / "final.pt")
-    models = _Models(lambda: load_module(arch, "architecture"), CFG, inputs,
-                     torch.device("cpu"))
-    models.COPY_ABOVE_S = 0.0  # the tiny model builds in milliseconds: copy it anyway
-    if not fast:  # the reference: every task a full build
-        models._from_pristine = lambda: None
-    return models
 
 
 def _answers(models: _Models, names, tasks: int = 3) -> list:
