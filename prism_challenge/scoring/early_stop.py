@@ -1,9 +1,11 @@
 """The bar a new run must be able to clear, read from the validator's own store before the
 run starts: the verified leader of the corpus it will be scored on, and that leader's run.
 
-Only runs accepted after the leader are judged against it. The lead is replayed in accepted
-order, so a run accepted before the leader is compared, in the replay, with whoever led at
-its own acceptance, possibly a weaker run; it is never stopped.
+Only runs that come after the leader in precedence (commitment block, then uid: the order
+the lead is replayed in, the same on every validator) are judged against it. A run that
+precedes the leader is compared, in the replay, with whoever led before it, possibly a
+weaker run, and the leader must then dethrone it; so it is never stopped, however late this
+validator accepted it (an upload that came late, a bundle fetched from a peer).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from prism_challenge.chain.precedence import precedence
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.sandbox.record import RunRecord
-from prism_challenge.scoring.leaderboard import Entry
+from prism_challenge.scoring.leaderboard import Entry, order_key
 from prism_challenge.scoring.queries import load_leaderboard
 from prism_challenge.storage.tables import RunRecord as RunRecordRow
 from prism_challenge.storage.tables import Submission
@@ -21,14 +24,14 @@ from prism_challenge.storage.tables import Submission
 
 def leader_to_beat(session: Session, settings: ScoringSettings, corpus: str,
                    submission_id: int) -> tuple[Entry, RunRecord] | None:
-    """The verified leader on `corpus` and its scored run record, when the submission was
-    accepted after it; None when there is nothing to compare with."""
+    """The verified leader on `corpus` and its scored run record, when the submission comes
+    after it in precedence; None when there is nothing to compare with."""
     if not settings.early_stop.enabled:
         return None
     sub = session.get(Submission, submission_id)
     leader = load_leaderboard(session, settings, corpus=corpus).leader
     if sub is None or leader is None or leader.corpus != corpus or \
-            (leader.accepted_at, leader.submission_id) >= (sub.accepted_at, sub.id):
+            order_key(leader) >= precedence(sub.block, sub.uid, sub.accepted_at, sub.id):
         return None
     row = session.scalars(select(RunRecordRow).where(RunRecordRow.submission_id ==
                                                      leader.submission_id)
