@@ -180,7 +180,11 @@ class EvaluationWorker:
     def evaluate(self, sid: int) -> None:
         with self.store.session() as s:
             row = s.get(Submission, sid)
-            bundle, attempt = Bundle.from_wire(row.bundle), row.attempts
+            # the run's number: its attempt, after any run stored before the attempts were
+            # renewed (a bundle sent again after an infrastructure failure starts from 0)
+            last = s.scalar(select(func.max(RunRecordRow.attempt))
+                            .where(RunRecordRow.submission_id == sid)) or 0
+            bundle, attempt = Bundle.from_wire(row.bundle), max(row.attempts, last + 1)
         run_dir = self.work_dir / f"{sid}-{attempt}"
         where = f" on {self.slot.describe()}" if self.slot is not None else ""
         log.info("submission %s: attempt %s%s", sid, attempt, where)

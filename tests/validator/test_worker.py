@@ -17,6 +17,7 @@ from prism_challenge.sandbox.record import RunRecord as Record
 from prism_challenge.sandbox.runner import Runner
 from prism_challenge.scoring import load_leaderboard
 from prism_challenge.storage import IllegalTransition, Status, transition
+from prism_challenge.storage.lifecycle import reopen_after_infra
 from prism_challenge.storage.tables import RunRecord, Score, Submission, Verification
 from prism_challenge.validator.recovery import SHUTDOWN_REASON, resume_interrupted
 from prism_challenge.validator.worker import EvaluationWorker
@@ -64,6 +65,33 @@ def test_infra_failures_requeue_until_attempts_are_spent(store, tmp_path, prepar
     assert "after 2 attempts" in reason
     with store.session() as s:
         assert s.query(Score).count() == 0 and s.query(RunRecord).count() == 0
+
+
+def test_a_bundle_sent_again_after_an_infra_failure_is_run_and_scored(store, tmp_path,
+                                                                      prepared_data):
+    """Runs that ended `infra` leave their records; the same bundle sent again is queued with
+    fresh attempts, and its next run is recorded after those, not on top of them (it used to
+    collide with attempt 1's record, roll back and be run again forever)."""
+    settings = _settings(tmp_path)
+    worker = EvaluationWorker(settings, store, Runner.from_data(settings, BubblewrapBackend(),
+                                                                prepared_data), registry=None)
+    sid = _queued(store)
+    with store.session() as s:
+        for attempt in (1, 2):
+            s.add(RunRecord(submission_id=sid, attempt=attempt, created_at=float(attempt),
+                            record={"exit_reason": "infra"}))
+        row = s.get(Submission, sid)
+        row.status, row.attempts = "failed", 2
+        row.reason = "infra failure: host faults on slots [0]: Xid 79"
+    with store.session() as s:
+        reopen_after_infra(s, s.get(Submission, sid))
+    assert _row(store, sid)[:2] == ("queued", 0)
+    assert worker.run_once() == sid
+    assert _row(store, sid)[0] == "scored"
+    with store.session() as s:
+        assert s.scalars(select(RunRecord.attempt).where(RunRecord.submission_id == sid)
+                         .order_by(RunRecord.attempt)).all() == [1, 2, 3]
+        assert s.get(Score, sid) is not None
 
 
 def test_a_claim_is_taken_by_one_worker_only(store, tmp_path, prepared_data):
