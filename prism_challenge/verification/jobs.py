@@ -107,13 +107,16 @@ def finish(session: Session, sid: int, *, passed: bool, reason: str | None, repl
 def retry_or_fail(session: Session, sid: int, reason: str, max_attempts: int, *,
                   counted: bool = True) -> str:
     """The replay failed on the validator's side: queue it again, or give up. A replay
-    stopped by a shutdown (`counted=False`) does not spend an attempt."""
+    stopped by a shutdown (`counted=False`) does not spend an attempt. Giving up ends it
+    `incomparable`, as a replay on another stack does: the run stays eligible and unverified
+    here. The failure was never the miner's, so it must not be failed (ineligible here, and
+    told so to every peer)."""
     row = session.get(Verification, sid)
     if row is None or row.status != "running":
         raise ValueError(f"verification of submission {sid} is not running")
     if not counted:
         row.attempts = max(0, row.attempts - 1)
-    row.status = "queued" if row.attempts < max_attempts else "failed"
+    row.status = "queued" if row.attempts < max_attempts else "incomparable"
     row.reason = reason if row.status == "queued" else (
         f"the replay could not be completed on this validator after {row.attempts} attempts "
         f"({reason})")

@@ -246,8 +246,8 @@ def test_recovery_requeues_interrupted_replays(any_store):
     assert _verification(store, sid)[0] == "queued"
     assert verification_jobs.claim(store) == sid
     assert _verification(store, sid)[:2] == ("running", 2)
-    with store.session() as s:
-        assert verification_jobs.retry_or_fail(s, sid, "infra: x", 2) == "failed"
+    with store.session() as s:  # the validator's failure: not the miner's, never failed
+        assert verification_jobs.retry_or_fail(s, sid, "infra: x", 2) == "incomparable"
     assert "could not be completed" in _verification(store, sid)[2]
 
 
@@ -259,6 +259,27 @@ def _scored(store, tag: str) -> int:
                     corpus="demo", detail={}, created_at=time.time()))
         transition(s, sid, Status.SCORED)
     return sid
+
+
+def test_a_replay_the_validator_cannot_complete_leaves_the_run_eligible(store, tmp_path):
+    """A contender whose replay kept failing on the validator's side is neither verified nor
+    failed: it stays eligible, and is never queued again (nor served to peers as failed)."""
+    settings = _settings(tmp_path)
+    sid = _scored(store, "x")
+    with store.session() as s:
+        assert verification_jobs.queue_contenders(s, settings) == [sid]
+    for _ in range(settings.verification.max_attempts):
+        assert verification_jobs.claim(store) == sid
+        with store.session() as s:
+            verification_jobs.retry_or_fail(s, sid, "infra: OSError: disk full",
+                                            settings.verification.max_attempts)
+    assert _verification(store, sid)[0] == "incomparable"
+    with store.session() as s:
+        board = load_leaderboard(s, settings.scoring)
+        assert verification_jobs.queue_contenders(s, settings) == []
+    (entry,) = [x.entry for x in board.standings]
+    assert entry.submission_id == sid and entry.eligible and board.ineligible == []
+    assert board.leader is None  # unverified here: it cannot lead on this validator alone
 
 
 def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
