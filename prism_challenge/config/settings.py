@@ -223,10 +223,10 @@ class VerificationSettings(Section):
     kept_positions: int = Field(20000, ge=1)
     keep_rate_max: float = Field(0.02, gt=0, le=1)
     snapshot_steps: int = Field(4, ge=1, le=64)
-    position_abs_tol: float = Field(0.05, ge=0)
-    position_rel_tol: float = Field(0.01, ge=0)
+    position_abs_tol: float = Field(1e-3, ge=0)
+    position_rel_tol: float = Field(1e-4, ge=0)
     max_mismatch_fraction: float = Field(0.002, ge=0, lt=1)
-    mean_tol: float = Field(0.01, gt=0)
+    mean_tol: float = Field(1e-3, gt=0)
     batch_rel_tol: float = Field(1e-3, gt=0)
     max_attempts: int = Field(3, ge=1)
 

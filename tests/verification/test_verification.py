@@ -19,11 +19,15 @@ from prism_challenge.verification.verdict import verdict
 def verify(runner, tmp_path):
     """(record, score, replay, verdict) of one bundle: the original run, then its replay."""
 
+    calls = []
+
     def _verify(files, r=None):
         r = r or runner
-        record = r.run(files, digest_of(files), tmp_path / "run")
+        calls.append(None)
+        here = tmp_path / str(len(calls))
+        record = r.run(files, digest_of(files), here / "run")
         score = score_record(record, r.settings.scoring)
-        replay = r.replay(files, record, tmp_path / "replay")
+        replay = r.replay(files, record, here / "replay")
         return record, score, replay, verdict(replay, r.settings.verification)
 
     return _verify
@@ -49,9 +53,32 @@ def test_stealthy_sparse_peeker_passes_the_screens_and_fails_the_replay(verify, 
     assert replay.probes.mismatched >= 1
     # a peeked loss is ~0 on one side of the comparison and the honest loss on the other (which
     # side depends on where the stateful guard chose to peek in each run): 4.5-7 nats seen,
-    # where the drift of the weights after a peek moves a loss by a few tenths at most
-    assert any(abs(e.recorded - e.recomputed) > 1 for e in replay.probes.examples)
+    # where the drift of the weights after a peek moves a loss by a few tenths at most (such
+    # drift is a mismatch too at the default tolerances, so the first examples may be drift)
+    assert replay.probes.max_abs_diff > 1
     assert any(r.startswith("positions:") for r in v.reasons)
+
+
+def test_a_faint_peek_at_every_position_fails_the_replay(verify, make_runner):
+    """A peek too faint for any one position to stand out: a bonus of 0.008 on the target's
+    logit at every position while training (about 0.008 nats a token, 0.25% of bpb at 3
+    nats). The replay's probes and snapshots, cut before each target, pay it back at every
+    kept position. Under the old tolerances (0.05 + 1% a position, 0.01 on the mean) the
+    same replay passed: their slack was a cheat's budget. Same-stack replays reproduce to
+    1e-6 nats or better (docs/scoring.md), so the defaults now allow 1e-3. (This fixture
+    also peeks in the final weights, so the causality screen flags it; a model that drops
+    the peek before its last step would pass that screen, and the replay is what stops it.)"""
+    files = bundle("peek", EVERY="1")
+    files["architecture.py"] = files["architecture.py"].replace(b"BOOST = 30.0",
+                                                                b"BOOST = 0.008")
+    record, _, replay, v = verify(files)
+    assert record.exit_reason == "ok"
+    assert not v.passed and any(r.startswith("positions:") for r in v.reasons), v.reasons
+    assert 0.006 < replay.probes.mean_diff < 0.0085 and replay.probes.max_abs_diff < 0.01
+    loose = tiny_settings()
+    loose = loose.model_copy(update={"verification": loose.verification.model_copy(update={
+        "position_abs_tol": 0.05, "position_rel_tol": 0.01, "mean_tol": 0.01})})
+    assert verify(files, make_runner(loose))[3].passed  # the loophole the old slack left
 
 
 def test_snapshot_and_timing_aware_peeker_fails_the_replay(verify):
