@@ -159,6 +159,11 @@ class EvalServer:
             else:
                 raise ValueError(f"unknown op {op!r}")
 
+    @property
+    def shown(self) -> bool:
+        """Whether any task's inputs were handed to the sandbox."""
+        return self._served > 0
+
     def _header(self, task: Task) -> dict:
         header = {"kind": task.kind, "task": self._served, "model": task.model,
                   "mode": task.mode, "rows": int(task.inputs.shape[0])}

@@ -511,7 +511,8 @@ class Runner:
         out = []
         for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
             ev = self._eval_result(plan, k, server.answers, trained, result, server.problems,
-                                   positions)
+                                   positions, withhold=server.shown and any(
+                                       r != LOCAL_ROUND for r in rounds))
             out.append(ev.model_copy(update={"heldout_round": r.label,
                                              "heldout_commit": r.commit}))
         return out, result.wall_s
@@ -536,7 +537,12 @@ class Runner:
 
     def _eval_result(self, plan: HeldOutPlan, label: int, answers: list[Answer],
                      trained: bool, result: SandboxResult, problems: list[str],
-                     positions: list[int]) -> EvalResult:
+                     positions: list[int], withhold: bool = False) -> EvalResult:
+        """The evaluation's figures and how it ended. `withhold`: the eval sandbox was shown
+        held-out inputs of a secret round, so nothing it wrote (its error text, its output)
+        goes into the record: the plan is the same for every run of the round and each cut
+        shows the previous cut's target, so published text would hand the round's targets
+        to the next bundle. Its cause still does."""
         sc = self.settings.scoring
         log2v = math.log2(self.vocab_size)
         row_bytes = self.val.byte_lengths[plan.targets()].sum(axis=1)
@@ -570,7 +576,10 @@ class Runner:
         detail = "; ".join(problems)
         if result.cause != "ok" or (problems and exit_reason == "ok"):
             exit_reason = exit_reason if exit_reason != "ok" else "crash"
-            detail = f"{detail} {result.detail}: {result.output[-1500:]}".strip()
+            detail = (f"{result.detail} (after it was given held-out inputs of a secret round, "
+                      "what the model wrote is not published: run `prism eval` to see it)"
+                      if withhold else f"{detail} {result.detail}: {result.output[-1500:]}"
+                      ).strip()
         if not trained:
             detail = (detail + " no final weights were saved by the training run").strip()
         return EvalResult(

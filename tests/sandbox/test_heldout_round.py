@@ -94,3 +94,35 @@ def test_the_twin_answers_the_same_positions_and_the_delta_is_paired(tiny_run, r
     assert moved.val_bpb_trained != ev.val_bpb_trained
     assert moved.val_tokens == _plan(runner, other).count
     assert (moved.val_bpb_twin, moved.heldout_delta_se) == (None, None)
+
+
+TELLER = b'''
+
+class Teller(Tiny):
+    def forward(self, input_ids):
+        if not self.training:  # a held-out task: tell what was shown, then fail
+            shown = "SHOWN-" + "-".join(str(t) for t in input_ids[0, :6].tolist())
+            print(shown, flush=True)
+            raise ValueError(shown)
+        return super().forward(input_ids)
+
+
+def build_model(ctx):
+    return Teller(ctx.vocab_size)
+'''
+
+
+def test_what_a_model_writes_after_seeing_a_secret_round_is_not_published(runner, tmp_path):
+    """A round's plan is the same for every run, and each cut shows the previous cut's
+    target: the eval sandbox's own words (its error, its output) once it was given held-out
+    inputs would hand them to the next bundle, so a secret round's record keeps only the
+    cause. The public local round (`prism eval`) keeps them, for the miner to debug."""
+    files = bundle("tiny")
+    files["architecture.py"] += TELLER
+    secret = runner.run(files, digest_of(files), tmp_path / "secret",
+                        heldout_round=round_of(b"validator master secret", 9))
+    local = runner.run(files, digest_of(files), tmp_path / "local")
+    for record in (secret, local):
+        assert record.exit_reason == "ok" and record.eval.exit_reason == "crash"
+    assert "SHOWN-" not in secret.eval.detail and "not published" in secret.eval.detail
+    assert "SHOWN-" in local.eval.detail
