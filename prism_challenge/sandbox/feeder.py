@@ -149,6 +149,11 @@ class Feeder:
         self.state = FeederState()
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
+        # ranks are served in step: a rank's rows of step s leave only once every rank still
+        # in the run has asked for step s (so has trained on step s - 1 and scored it)
+        self._turn = threading.Condition(self._lock)
+        self._asked: dict[int, int] = {}  # rank -> the latest step it asked for
+        self._left: set[int] = set()  # ranks that finished or hung up
         self._ahead: dict[int, tuple] = {}  # rank -> ((position, rows), its _block), read ahead
         self._unsettled: list[Served] = []  # losses taken, summed after the reply (_settle)
         self._threads: list[threading.Thread] = []
@@ -188,7 +193,17 @@ class Feeder:
         return MAX_CONTROL_BYTES
 
     def _serve(self, conn: socket.socket) -> None:
-        bound: int | None = None  # the rank this connection claimed with its hello
+        bound: list[int] = []  # the rank this connection claimed with its hello
+        try:
+            self._serve_rank(conn, bound)
+        finally:
+            if bound:  # a rank that finished or hung up holds no other rank back
+                with self._turn:
+                    self._left.add(bound[0])
+                    self._turn.notify_all()
+
+    def _serve_rank(self, conn: socket.socket, claimed: list[int]) -> None:
+        bound: int | None = None
         with conn:
             while True:
                 try:
@@ -200,6 +215,7 @@ class Feeder:
                     return
                 try:
                     bound = self._bind(bound, header)
+                    claimed[:] = [bound]
                     reply, body = self._handle(header, payload)
                 except FeederFailure as exc:
                     with self._lock:
@@ -386,10 +402,18 @@ class Feeder:
             if alloc.requested_rows != rows:
                 raise ValueError(f"rank {rank} asked {rows} rows at step {step}, another rank "
                                  f"asked {alloc.requested_rows}")
+            self._asked[rank] = step
+            self._turn.notify_all()
             if alloc.done:
                 return {"done": True}, b""
             position = alloc.start + rank * alloc.per_rank_rows
             n = alloc.per_rank_rows
+            # in step: no rank gets later rows (another rank's continuation of its text, to
+            # hand over before its own scored forward) while another is still behind
+            while not self._closed.is_set() and any(
+                    r not in self._left and self._asked.get(r, -1) < step
+                    for r in range(self.plan.world_size) if r != rank):
+                self._turn.wait(0.5)
         ahead = self._ahead.pop(rank, None)
         if ahead is None or ahead[0] != (position, n):
             ahead = ((position, n), self._block(position, n))

@@ -272,9 +272,11 @@ ROWS = (1, 2, 3)  # what a step may take per rank under this plan
 
 
 def new_feeder(train: TokenStream, sockets: Path) -> Feeder:
+    """One rank (a world of two would hold rank 0's every step until rank 1 asked for it:
+    ranks are served in step, tests/sandbox/test_feeder_protocol.py)."""
     plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
                       separator_id=train.manifest.separator_id, param_cap=10**6,
-                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=2,
+                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=1,
                       sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
     return Feeder(train, plan, sockets / f"feeder-{next(_counter)}.sock")
 

@@ -27,8 +27,11 @@ def _rank(path, rank: int) -> socket.socket:
     return s
 
 
-def _next(s, rank: int, step: int) -> dict:
+def _ask(s, rank: int, step: int) -> None:
     protocol.send(s, {"op": "next", "rank": rank, "step": step, "rows": PER_RANK})
+
+
+def _reply(s) -> dict:
     return protocol.recv(s)[0]
 
 
@@ -49,20 +52,26 @@ def test_two_ranks_are_stopped_on_the_reported_stretch(prepared_data, tmp_path):
     feeder = Feeder(train, plan, tmp_path / "feeder.sock")
     r0, r1 = _rank(feeder.path, 0), _rank(feeder.path, 1)
     try:
+        # ranks are served in step: each rank's rows leave once both asked for that step
         for step in (0, 1):
-            assert _next(r0, 0, step)["rows"] == _next(r1, 1, step)["rows"] == PER_RANK
+            _ask(r0, 0, step)
+            _ask(r1, 1, step)
+            assert _reply(r0)["rows"] == _reply(r1)["rows"] == PER_RANK
             _loss(r0, 0, step, 30.0)  # a collapsed model: 30 nats a position
             if step == 0:
                 _loss(r1, 1, step, 30.0)
         # row 16 is reached, but rank 1's rows 12-15 have no losses yet: not judged
-        reply = _next(r0, 0, 2)
-        assert reply["rows"] == PER_RANK and feeder.state.stopped is None
+        _ask(r0, 0, 2)
         _loss(r1, 1, 1, 30.0)
-        assert _next(r1, 1, 2)["rows"] == PER_RANK
+        _ask(r1, 1, 2)
+        assert _reply(r0)["rows"] == _reply(r1)["rows"] == PER_RANK
+        assert feeder.state.stopped is None
         _loss(r0, 0, 2, 30.0)
-        assert _next(r0, 0, 3) == {"done": True}  # judged on rows 0-19, all reported
+        _ask(r0, 0, 3)
+        assert _reply(r0) == {"done": True}  # judged on rows 0-19, all reported
         _loss(r1, 1, 2, 30.0)
-        assert _next(r1, 1, 3) == {"done": True}
+        _ask(r1, 1, 3)
+        assert _reply(r1) == {"done": True}
     finally:
         r0.close()
         r1.close()

@@ -80,3 +80,54 @@ def test_losses_are_summed_by_the_feeder_over_scored_targets_only(feeder):
                                          feeder.plan.keep_rate)
     assert len(kept_rows) >= 1
     assert served.sample == [3.0 if p % 2 == 0 else 2.0 for p in kept_pos.tolist()]
+
+
+def test_ranks_are_served_in_step(prepared_data, tmp_path):
+    """A rank's rows of step s leave only once every other rank still in the run has asked
+    for step s: a rank cannot run ahead, fetch later rows of the stream (another rank's
+    continuation of its documents) and hand them over before that rank's scored forward. A
+    rank that finished holds no one back."""
+    from prism_challenge.data import TokenStream
+    from prism_challenge.sandbox.feeder import Feeder, FeederPlan
+
+    train = TokenStream.open(prepared_data, "train")
+    plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
+                      separator_id=train.manifest.separator_id, param_cap=10**6,
+                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=2,
+                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
+    feeder = Feeder(train, plan, tmp_path / "feeder.sock")
+    try:
+        ranks = []
+        for rank in (0, 1):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(feeder.path))
+            protocol.send(s, {"op": "hello", "rank": rank})
+            protocol.recv(s)
+            protocol.send(s, {"op": "ready", "rank": rank})
+            protocol.recv(s)
+            ranks.append(s)
+        zero, one = ranks
+
+        def waiting(sock) -> bool:
+            sock.settimeout(0.6)
+            try:
+                sock.recv(1, socket.MSG_PEEK)
+            except TimeoutError:
+                return True
+            finally:
+                sock.settimeout(10)
+            return False
+
+        protocol.send(one, {"op": "next", "rank": 1, "step": 0, "rows": 2})
+        assert waiting(one)  # rank 0 has not asked for step 0 yet
+        protocol.send(zero, {"op": "next", "rank": 0, "step": 0, "rows": 2})
+        assert protocol.recv(zero)[0]["rows"] == 2 and protocol.recv(one)[0]["rows"] == 2
+        protocol.send(one, {"op": "next", "rank": 1, "step": 1, "rows": 2})
+        assert waiting(one)  # rank 1 runs ahead: held until rank 0 asks for step 1
+        protocol.send(zero, {"op": "finish", "rank": 0, "status": "ok", "detail": ""},
+                      json.dumps({}).encode())
+        protocol.recv(zero)
+        assert protocol.recv(one)[0]["rows"] == 2  # rank 0 is done: no longer waited for
+    finally:
+        feeder.close()
