@@ -38,18 +38,23 @@ def run(runner, tmp_path):
     return _run
 
 
-@pytest.fixture
-def feeder(prepared_data, tmp_path):
-    """A real feeder on the prepared train split: 64 rows of 32, one rank, keep rate 0.05."""
+def small_feeder(prepared_data, path, world_size: int = 1):
+    """A real feeder on the prepared train split: 64 rows of 32, keep rate 0.05, 8 lanes."""
     from prism_challenge.data import TokenStream
     from prism_challenge.sandbox.feeder import Feeder, FeederPlan
 
     train = TokenStream.open(prepared_data, "train")
     plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
                       separator_id=train.manifest.separator_id, param_cap=10**6,
-                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=1,
-                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
-    f = Feeder(train, plan, tmp_path / "feeder.sock")
+                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0,
+                      world_size=world_size, sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
+    return Feeder(train, plan, path)
+
+
+@pytest.fixture
+def feeder(prepared_data, tmp_path):
+    """`small_feeder` with one rank."""
+    f = small_feeder(prepared_data, tmp_path / "feeder.sock")
     yield f
     f.close()
 

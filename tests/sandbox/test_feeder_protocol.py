@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from runner_kit import small_feeder
 
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.feeder import MAX_FINISH_BYTES
@@ -87,15 +88,7 @@ def test_ranks_are_served_in_step(prepared_data, tmp_path):
     for step s: a rank cannot run ahead, fetch later rows of the stream (another rank's
     continuation of its documents) and hand them over before that rank's scored forward. A
     rank that finished holds no one back."""
-    from prism_challenge.data import TokenStream
-    from prism_challenge.sandbox.feeder import Feeder, FeederPlan
-
-    train = TokenStream.open(prepared_data, "train")
-    plan = FeederPlan(seq_len=32, vocab_size=train.manifest.vocab_size,
-                      separator_id=train.manifest.separator_id, param_cap=10**6,
-                      token_budget=32 * 64, budget_rows=64, deadline_s=30.0, world_size=2,
-                      sample_secret=b"s" * 32, keep_rate=0.05, lanes=8)
-    feeder = Feeder(train, plan, tmp_path / "feeder.sock")
+    feeder = small_feeder(prepared_data, tmp_path / "feeder.sock", world_size=2)
     try:
         ranks = []
         for rank in (0, 1):
