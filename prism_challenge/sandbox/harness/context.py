@@ -256,9 +256,13 @@ class TrainContext:
 
         idx = torch.tensor(rows, dtype=torch.long, device=inputs.device)
         pos = torch.tensor(positions, dtype=torch.long, device=inputs.device)
+        # cut in place: no temporary copy of the uncut rows is made and freed, which a
+        # forward could find in recycled memory (torch.empty) where the allocator does not
+        # fill new blocks (torch's deterministic mode off)
         cut = inputs.clone()
-        after = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
-        cut[idx] = torch.where(after, torch.full_like(cut[idx], self.__sep), cut[idx])
+        after = torch.zeros_like(cut, dtype=torch.bool)
+        after[idx] = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
+        cut.masked_fill_(after, self.__sep)
         buffers = [(b, b.detach().clone()) for b in torch.nn.Module.buffers(self.__core)]
         devices = [inputs.device] if inputs.device.type == "cuda" else []
         no_sync = self.__ddp.no_sync() if self.__ddp is not None else contextlib.nullcontext()
