@@ -78,6 +78,7 @@ class ChainClient:
         self._subtensor = bittensor.Subtensor(network, substrate=substrate)
         self._client: bittensor.Client | None = None
         self._closed = False
+        self._closing: list = []  # old connections being closed on the loop (_reconnect)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="chain",
                                          daemon=True)
@@ -130,7 +131,8 @@ class ChainClient:
                 except Exception:  # noqa: BLE001 - a dead connection may fail to close
                     pass
 
-            asyncio.run_coroutine_threadsafe(close_old(), self._loop)
+            self._closing = [f for f in self._closing if not f.done()]
+            self._closing.append(asyncio.run_coroutine_threadsafe(close_old(), self._loop))
 
     def close(self) -> None:
         """Close the connection and stop the loop thread (idempotent)."""
@@ -140,6 +142,11 @@ class ChainClient:
             try:
                 self._run("close", lambda client: client.close())
             except (ChainUnavailable, bittensor.BittensorError):
+                pass
+        for pending in self._closing:  # let old connections finish closing on the loop
+            try:
+                pending.result(self.timeout_s + 1)
+            except Exception:  # noqa: BLE001 - closing a dead connection may fail or hang
                 pass
         self._closed = True
         self._loop.call_soon_threadsafe(self._loop.stop)

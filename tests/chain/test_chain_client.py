@@ -185,3 +185,15 @@ def test_a_read_error_and_a_bare_write_failure_are_unavailable_not_refusals(
     assert refused.value.code == bittensor.ErrorCode.RATE_LIMITED
     c.set_commitment(wallets["miner"], "prism1:" + "c" * 64)  # the next write lands
     assert fake.commitments[wallets["miner"].hotkey.ss58_address]["block"] == 1100
+
+
+def test_a_dropped_connection_is_closed_even_when_the_client_closes_right_after(client, fake):
+    """After a call timed out, the old connection is closed on the client's loop; a client
+    closed at once waits for that close instead of stopping the loop under it (which left
+    the connection open and its close never awaited)."""
+    c = client()
+    c.block()
+    fake.nonce_cache["5-marker"] = 7  # what only the old connection's close clears
+    c._reconnect()
+    c.close()
+    assert fake.nonce_cache == {}
