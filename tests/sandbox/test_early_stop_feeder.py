@@ -5,6 +5,7 @@ arrived, and once stopped every rank is told `done`."""
 from __future__ import annotations
 
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -35,6 +36,14 @@ def _reply(s) -> dict:
     return protocol.recv(s)[0]
 
 
+def _allocated(feeder, steps: int) -> None:
+    """Wait until the feeder has allocated `steps` steps (it has taken the request)."""
+    deadline = time.monotonic() + 10
+    while len(feeder.state.steps) < steps:
+        assert time.monotonic() < deadline, "the feeder never took the request"
+        time.sleep(0.01)
+
+
 def _loss(s, rank: int, step: int, nats: float) -> None:
     losses = np.full(PER_RANK * T, nats, dtype="<f4").tobytes()
     protocol.send(s, {"op": "loss", "rank": rank, "step": step}, losses)
@@ -60,8 +69,10 @@ def test_two_ranks_are_stopped_on_the_reported_stretch(prepared_data, tmp_path):
             _loss(r0, 0, step, 30.0)  # a collapsed model: 30 nats a position
             if step == 0:
                 _loss(r1, 1, step, 30.0)
-        # row 16 is reached, but rank 1's rows 12-15 have no losses yet: not judged
+        # row 16 is reached, but rank 1's rows 12-15 have no losses yet: not judged (step 2
+        # is allocated when rank 0 asks, before rank 1's losses are sent)
         _ask(r0, 0, 2)
+        _allocated(feeder, 3)
         _loss(r1, 1, 1, 30.0)
         _ask(r1, 1, 2)
         assert _reply(r0)["rows"] == _reply(r1)["rows"] == PER_RANK
