@@ -14,6 +14,7 @@ replay reports is compared with what the original run committed to (see `replay.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
 import threading
@@ -193,18 +194,8 @@ class Feeder:
         return MAX_CONTROL_BYTES
 
     def _serve(self, conn: socket.socket) -> None:
-        bound: list[int] = []  # the rank this connection claimed with its hello
-        try:
-            self._serve_rank(conn, bound)
-        finally:
-            if bound:  # a rank that finished or hung up holds no other rank back
-                with self._turn:
-                    self._left.add(bound[0])
-                    self._turn.notify_all()
-
-    def _serve_rank(self, conn: socket.socket, claimed: list[int]) -> None:
-        bound: int | None = None
-        with conn:
+        bound: int | None = None  # the rank this connection claimed with its hello
+        with conn, self._leaving(lambda: bound):
             while True:
                 try:
                     header, payload = protocol.recv(conn, self._payload_limit)
@@ -215,7 +206,6 @@ class Feeder:
                     return
                 try:
                     bound = self._bind(bound, header)
-                    claimed[:] = [bound]
                     reply, body = self._handle(header, payload)
                 except FeederFailure as exc:
                     with self._lock:
@@ -239,6 +229,19 @@ class Feeder:
                     return
                 if header.get("op") == "next" and bound is not None:
                     self._after_next(header.get("step"), bound)
+
+    @contextlib.contextmanager
+    def _leaving(self, rank_of):
+        """On leaving: the rank this connection claimed, if any, finished or hung up, and
+        holds no other rank back (ranks are served in step: `_next`)."""
+        try:
+            yield
+        finally:
+            rank = rank_of()
+            if rank is not None:
+                with self._turn:
+                    self._left.add(rank)
+                    self._turn.notify_all()
 
     def _bind(self, bound: int | None, header: dict) -> int:
         """One connection per rank, claimed by its hello; other ranks' messages are refused."""

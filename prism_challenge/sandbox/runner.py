@@ -509,10 +509,10 @@ class Runner:
                                                   for k, p in enumerate(plans)),
                                     early=early)
         out = []
+        withhold = server.shown and any(r != LOCAL_ROUND for r in rounds)
         for k, (plan, r) in enumerate(zip(plans, rounds, strict=True)):
             ev = self._eval_result(plan, k, server.answers, trained, result, server.problems,
-                                   positions, withhold=server.shown and any(
-                                       r != LOCAL_ROUND for r in rounds))
+                                   positions, withhold=withhold)
             out.append(ev.model_copy(update={"heldout_round": r.label,
                                              "heldout_commit": r.commit}))
         return out, result.wall_s
