@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -40,6 +40,18 @@ class MetagraphView(Protocol):
     @property
     def stale(self) -> bool:
         """True while the chain is unreachable and an older view is in use."""
+
+
+def registered_among(metagraph: MetagraphView | None, hotkeys: Iterable[str]
+                     ) -> set[str] | None:
+    """The registered ones among `hotkeys`; None when nothing is known (no metagraph given,
+    or none read from the chain yet), so a caller filters nothing rather than everyone."""
+    if metagraph is None:
+        return None
+    try:
+        return {hk for hk in hotkeys if metagraph.is_registered(hk)}
+    except ChainUnavailable:
+        return None
 
 
 class MetagraphFileError(ValueError):

@@ -168,16 +168,20 @@ def replay_leader(
 
 
 def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
-               corpus: str | None = None, z: float = 0.0) -> list[Entry]:
+               corpus: str | None = None, z: float = 0.0,
+               hotkeys: Collection[str] | None = None) -> list[Entry]:
     """Eligible entries never sent to verification that would lead if verified, best first.
 
     With no verified leader, every eligible entry qualifies; otherwise only those that
-    dethrone the verified leader.
+    dethrone the verified leader. `hotkeys`, when given, restricts both to those hotkeys
+    (the registered ones), as the weights are: a deregistered leader sets no bar, and a
+    deregistered hotkey's run takes no replay.
     """
     entries = list(entries)
     if corpus is None:
         corpus = latest_corpus(entries)
-    pool = [e for e in entries if e.corpus == corpus and e.ranked]
+    pool = [e for e in entries if e.corpus == corpus and e.ranked
+            and (hotkeys is None or e.hotkey in hotkeys)]
     leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin, z=z)
     found = [e for e in pool if e.verification == "none" and (
         leader is None or dethrones(e, leader, epsilon=epsilon, margin=margin, z=z))]

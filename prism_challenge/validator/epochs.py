@@ -36,7 +36,8 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
     with store.session() as s:
         ranked = ranked_entries(s, settings, hotkey)
         queued = verification_jobs.queue_contenders(s, settings, slots=slots,
-                                                    entries=ranked.entries)
+                                                    entries=ranked.entries,
+                                                    metagraph=metagraph)
         plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
     (log.warning if ranked.degraded else log.info)("epoch: ranking on %s", ranked.note)
     if agreement is not None and ranked.electorate is not None:

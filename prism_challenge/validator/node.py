@@ -108,7 +108,8 @@ class ValidatorNode:
             self.rotation = Rotation(settings, slots, health)
             self.workers = [
                 EvaluationWorker(settings, self.store, self.runner, self.registry,
-                                 cancel=self.stop_event, slot=slot, rotation=self.rotation)
+                                 cancel=self.stop_event, slot=slot, rotation=self.rotation,
+                                 metagraph=self.metagraph, hotkey=self.hotkey)
                 for slot in slots
             ]
             collector = SlotCollector(self.rotation)
@@ -240,7 +241,8 @@ class ValidatorNode:
 
     def _remote_worker(self, slot) -> EvaluationWorker:
         return EvaluationWorker(self.settings, self.store, slot, self.registry,
-                                cancel=self.stop_event, capacity=self.cluster.capacity)
+                                cancel=self.stop_event, capacity=self.cluster.capacity,
+                                metagraph=self.metagraph, hotkey=self.hotkey)
 
     def _cluster_loop(self) -> None:
         """Follow the cluster: capacity, lost nodes, refused slots; a worker per new slot."""

@@ -23,7 +23,9 @@ from typing import TypeVar
 
 from sqlalchemy import func, select
 
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.bundle import Bundle
+from prism_challenge.chain.metagraph import MetagraphView
 from prism_challenge.config.settings import Settings
 from prism_challenge.hardware.faults import BLAMEABLE, blamed
 from prism_challenge.hardware.slots import Slot
@@ -52,7 +54,10 @@ class EvaluationWorker:
     def __init__(self, settings: Settings, store: Store, runner: Runner,
                  registry: Registry | None, *, cancel: threading.Event | None = None,
                  slot: Slot | None = None, rotation: Rotation | None = None,
-                 capacity: Callable[[], int] | None = None) -> None:
+                 capacity: Callable[[], int] | None = None,
+                 metagraph: MetagraphView | None = None, hotkey: str | None = None) -> None:
+        """`metagraph` and `hotkey` (this validator's): contenders and the early-stop bar
+        are chosen as the weights are, on the same ranking among registered hotkeys."""
         self.settings = settings
         self.store = store
         self.runner = runner if slot is None else runner.on_slot(slot)
@@ -64,6 +69,8 @@ class EvaluationWorker:
         self.slot = slot
         self.rotation = rotation if slot is not None else None
         self.capacity = capacity  # the slots a cluster has now (validator.executor: ray)
+        self.metagraph = metagraph
+        self.hotkey = hotkey
 
     def _lease(self):
         """Own the slot for a whole job (nothing else runs on its devices meanwhile)."""
@@ -73,6 +80,15 @@ class EvaluationWorker:
         if self.capacity is not None:
             return self.capacity()
         return len(self.rotation.slots) if self.rotation is not None else None
+
+    def _queue_replays(self, s, now: float | None = None) -> list[int]:
+        """Queue the contenders of what this validator ranks (the epoch loop does the same):
+        the shared-input aggregate when agreement is on, registered hotkeys only."""
+        ranked = ranked_entries(s, self.settings, self.hotkey, now=now)
+        return verification_jobs.queue_contenders(s, self.settings, now=now,
+                                                  slots=self._slot_count(),
+                                                  entries=ranked.entries,
+                                                  metagraph=self.metagraph)
 
     def claim(self, *, admitted: bool = False) -> int | None:
         """Take the oldest queued submission (or fail it when its attempts are spent)."""
@@ -170,8 +186,7 @@ class EvaluationWorker:
                                      reason="; ".join(result.reasons)[:2000] or None,
                                      replay=replay.model_dump(mode="json"),
                                      comparable=result.comparable)
-            queued = verification_jobs.queue_contenders(s, self.settings,
-                                                        slots=self._slot_count())
+            queued = self._queue_replays(s)
         log.info("submission %s: replay %s %s; next contenders %s", sid,
                  "passed" if result.passed else "failed" if result.comparable
                  else "not comparable", "; ".join(result.reasons)[:300],
@@ -214,7 +229,8 @@ class EvaluationWorker:
         """The bar this run must be able to clear, fixed before it starts from the store and
         the runner's data version (a cluster slot answers with the head's own data)."""
         with self.store.session() as s:
-            leader = leader_to_beat(s, self.settings.scoring, self.runner.corpus, sid)
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.corpus, sid,
+                                    self.metagraph)
         if leader is None:
             return None
         entry, record = leader
@@ -268,8 +284,7 @@ class EvaluationWorker:
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
             row = s.get(Submission, sid)
             hotkey, accepted_at = row.hotkey, row.accepted_at
-            verification_jobs.queue_contenders(s, self.settings, now=now,
-                                               slots=self._slot_count())
+            self._queue_replays(s, now)
         log.info("submission %s scored: bpb %.4f eligible %s", sid, result.bpb, result.eligible)
         self.observe(sid, hotkey, bundle, record, result.bpb, result.eligible, accepted_at,
                      censored=result.censored)

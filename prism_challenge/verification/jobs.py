@@ -15,6 +15,7 @@ from collections.abc import Callable
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from prism_challenge.chain.metagraph import MetagraphView, registered_among
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry, contenders
 from prism_challenge.scoring.queries import load_entries
@@ -26,11 +27,12 @@ ACTIVE = ("queued", "running")
 
 
 def queue_contenders(session: Session, settings: Settings, *, now: float | None = None,
-                     slots: int | None = None, entries: list[Entry] | None = None
-                     ) -> list[int]:
+                     slots: int | None = None, entries: list[Entry] | None = None,
+                     metagraph: MetagraphView | None = None) -> list[int]:
     """Queue replays for the best contenders, as many as there are evaluation slots free
     (`slots`: the node's planned slot count; else `validator.slots`, else 1). `entries`:
-    what the validator ranks (default: its own scores); only runs scored here are queued."""
+    what the validator ranks (default: its own scores); only runs scored here are queued.
+    With a `metagraph`, only registered hotkeys compete, as in the weights."""
     if not settings.verification.enabled:
         return []
     # Workers and the epoch loop queue at once; on PostgreSQL two of them would otherwise
@@ -44,9 +46,11 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     sc = settings.scoring
     own = load_entries(session)
     scored_here = {e.submission_id for e in own}
-    found = [e for e in contenders(own if entries is None else entries,
-                                   epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
-                                   z=sc.dethrone_z)
+    ranked = own if entries is None else entries
+    found = [e for e in contenders(ranked, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
+                                   z=sc.dethrone_z,
+                                   hotkeys=registered_among(metagraph,
+                                                            {e.hotkey for e in ranked}))
              if e.submission_id in scored_here]
     now = time.time() if now is None else now
     queued = []

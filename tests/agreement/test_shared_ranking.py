@@ -13,6 +13,8 @@ from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.storage.tables import PeerMeasurement
 from prism_challenge.validator.epochs import run_epoch
+from prism_challenge.validator.worker import EvaluationWorker
+from prism_challenge.verification import jobs as verification_jobs
 from prism_challenge.weights.plan import load_plan
 
 # bpb of run Y (miner2, committed after X at 1.000) as each validator measured it: the
@@ -161,3 +163,26 @@ def test_a_run_not_yet_at_quorum_does_not_rank(nodes, wallets, live_server):
         shared = ranked_entries(s, a.settings, a.hotkey).entries
     assert [(e.hotkey, e.bpb) for e in own] == [(m1, 1.000), (m2, 0.980)]
     assert [(e.hotkey, e.bpb) for e in shared] == [(m1, 1.000)]
+
+
+def test_a_worker_queues_replays_from_the_ranking_the_weights_use(nodes, wallets, live_server,
+                                                                  tmp_path):
+    """Without a quorum the weights rank nothing, so a worker queues no replay either: it
+    ranks as the epoch does, not on this validator's own scores alone."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    b, liar = nodes["b"], nodes["liar"]
+    add_scored(b.store, name="X", miner=m1, block=1, bpb=1.000)
+    z = add_scored(b.store, name="Z", miner=m2, block=2, bpb=0.900, verified=False)
+    liar.serve(live_server)
+    b.sync([Peer(b.hotkey, None, 1.0), Peer(liar.hotkey, liar.url, 1.0),
+            Peer(nodes["a"].hotkey, "http://127.0.0.1:9", 1.0),
+            Peer(nodes["c"].hotkey, "http://127.0.0.1:9", 1.0)], timeout_s=2)
+    settings = b.settings.model_copy(update={"validator": b.settings.validator.model_copy(
+        update={"work_dir": str(tmp_path / "runs")})})
+    worker = EvaluationWorker(settings, b.store, None, None, metagraph=b.metagraph,
+                              hotkey=b.hotkey)
+    with b.store.session() as s:
+        assert ranked_entries(s, settings, b.hotkey).no_quorum
+        assert b.metagraph.is_registered(m2)
+        assert worker._queue_replays(s) == []
+        assert verification_jobs.queue_contenders(s, settings) == [z]  # own scores alone

@@ -144,6 +144,16 @@ def test_contenders_are_unverified_entries_that_would_take_the_lead():
         epsilon=0.01, margin=0.01)] == [8, 7]  # no verified leader: every eligible entry
 
 
+def test_a_deregistered_leader_sets_no_bar_and_a_deregistered_run_takes_no_replay():
+    """Contenders are chosen among the registered hotkeys, as the weights' leader is."""
+    entries = [entry(1, "gone", 1.0), entry(2, "b", 1.5, verification="none"),
+               entry(3, "c", 1.2, verification="none"),
+               entry(4, "gone", 0.9, verification="none")]
+    assert [e.submission_id for e in contenders(entries, epsilon=0.01, margin=0.01)] == [4]
+    registered = contenders(entries, epsilon=0.01, margin=0.01, hotkeys={"b", "c"})
+    assert [e.submission_id for e in registered] == [3, 2]
+
+
 def test_a_censored_run_never_ranks_leads_or_contends_and_is_listed_apart():
     """Stopped early, its bpb is only a lower bound: even a verified, low one is not a score."""
     leader = entry(1, "a", 2.0)

@@ -11,6 +11,7 @@ from fixture_bundles import queue_bundle
 from sqlalchemy import select
 from validator_kit import TINY
 
+from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config import Settings
 from prism_challenge.isolation.bubblewrap import BubblewrapBackend
 from prism_challenge.sandbox.record import RunRecord as Record
@@ -280,6 +281,17 @@ def test_a_replay_the_validator_cannot_complete_leaves_the_run_eligible(store, t
     (entry,) = [x.entry for x in board.standings]
     assert entry.submission_id == sid and entry.eligible and board.ineligible == []
     assert board.leader is None  # unverified here: it cannot lead on this validator alone
+
+
+def test_a_deregistered_hotkey_takes_no_replay_slot(store, tmp_path):
+    """A worker queues contenders as the weights rank: among registered hotkeys only."""
+    settings = _settings(tmp_path, slots=8)
+    gone, kept = _scored(store, "gone"), _scored(store, "kept")
+    worker = EvaluationWorker(settings, store, None, None,
+                              metagraph=StaticMetagraph.of(["hkkept"]))
+    with store.session() as s:
+        assert worker._queue_replays(s) == [kept]
+    assert _verification(store, gone) is None
 
 
 def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
