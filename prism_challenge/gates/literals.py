@@ -6,6 +6,11 @@ thresholds sit far above anything an honest model file contains (the honest corp
 tests/fixtures/honest stays below a tenth of each) and far below what smuggled knowledge
 needs. Docstrings and bare string statements are exempt: they are inert because `__doc__`
 and every other way of reading them back is refused by the policy.
+
+Names are text too: a module's attribute and parameter names come back at run time as
+strings (`named_parameters`, `state_dict` keys, `named_modules`), so a file of long made-up
+names would carry what its strings may not. Each name is capped, and so are the distinct
+names of a file together, at the same order as its strings.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ MAX_BYTES = 32  # one bytes constant
 MAX_COLLECTION_CONSTANTS = 64  # constants directly inside one list/tuple/set/dict display
 MAX_FILE_NUMBERS = 1024  # numeric constants in a file
 MAX_INT_BITS = 64  # one integer constant
+MAX_NAME_CHARS = 64  # one identifier (the honest corpus: at most 39)
+MAX_FILE_NAME_CHARS = 4096  # distinct identifiers of a file together (honest: at most 575)
 BLOB_MIN_CHARS = 40  # shortest string inspected for an encoding
 BLOB_MIN_ENTROPY = 4.0  # bits per character; identifiers and prose sit well below
 
@@ -58,7 +65,10 @@ def literal_violations(nodes: Iterable[ast.AST], file: str) -> list[Violation]:
     inert: set[int] = set()  # constants that are bare expression statements (docstrings)
     strings: list[tuple[int, int]] = []  # (line, chars)
     numbers: list[int] = []  # lines
+    names: dict[str, int] = {}  # distinct identifier -> the line it first appears on
     for node in nodes:
+        for name in _names(node):
+            names.setdefault(name, getattr(node, "lineno", 1))
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             inert.add(id(node.value))
         elif isinstance(node, ast.Constant) and id(node) not in inert:
@@ -79,10 +89,58 @@ def literal_violations(nodes: Iterable[ast.AST], file: str) -> list[Violation]:
                     f"string constants exceed {MAX_FILE_STRING_CHARS} characters in this "
                     "file; keep strings to names and short messages")))
                 break
+    out.extend(_name_violations(names, file))
     if len(numbers) > MAX_FILE_NUMBERS:
         out.append(Violation(LITERAL, file, sorted(numbers)[MAX_FILE_NUMBERS], (
             f"more than {MAX_FILE_NUMBERS} numeric constants in this file; weights and "
             "statistics must be learned, not written in")))
+    return out
+
+
+def _names(node: ast.AST) -> tuple[str, ...]:
+    """The identifiers a node spells out (names, attributes, definitions, parameters,
+    keywords, imports, pattern captures)."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Attribute):
+        return (node.attr,)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, ast.arg):
+        return (node.arg,)
+    if isinstance(node, ast.keyword):
+        return () if node.arg is None else (node.arg,)
+    if isinstance(node, ast.alias):
+        return tuple(n for n in (node.name, node.asname) if n)
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return tuple(node.names)
+    if isinstance(node, ast.ImportFrom):
+        return () if node.module is None else (node.module,)
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)):
+        return () if node.name is None else (node.name,)
+    if isinstance(node, ast.MatchMapping):
+        return () if node.rest is None else (node.rest,)
+    if isinstance(node, ast.MatchClass):
+        return tuple(node.kwd_attrs)
+    if isinstance(node, ast.ExceptHandler):
+        return () if node.name is None else (node.name,)
+    return ()
+
+
+def _name_violations(names: dict[str, int], file: str) -> list[Violation]:
+    out = [Violation(LITERAL, file, line, (
+        f"a name of {len(name)} characters (limit {MAX_NAME_CHARS}); names come back as "
+        "strings at run time (parameter names, state-dict keys), so they must stay short"))
+        for name, line in names.items() if len(name) > MAX_NAME_CHARS][:5]
+    total = 0
+    for name, line in sorted(names.items(), key=lambda kv: kv[1]):
+        total += len(name)
+        if total > MAX_FILE_NAME_CHARS:
+            out.append(Violation(LITERAL, file, line, (
+                f"the distinct names of this file exceed {MAX_FILE_NAME_CHARS} characters "
+                "together; names come back as strings at run time, so they cannot carry "
+                "what string constants may not")))
+            break
     return out
 
 

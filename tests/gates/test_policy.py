@@ -215,6 +215,21 @@ def test_spread_out_strings_hit_the_file_limit():
     assert len(found) == 1 and "4096 characters" in found[0].message
 
 
+def test_names_cannot_carry_what_strings_may_not():
+    """Attribute names come back as strings (`named_parameters`, `state_dict` keys): one
+    long name, or many made-up ones, is refused like a long string."""
+    long = "w" + "q7" * 40
+    found = [v for v in arch(f"def f(m):\n    m.{long} = 1\n") if v.rule == "AST-LITERAL"]
+    assert len(found) == 1 and "81 characters (limit 64)" in found[0].message
+    many = "def f(m):\n" + "".join(f"    m.w{i:05d}{'x' * 50} = {i % 7}\n"
+                                    for i in range(80))
+    found = [v for v in arch(many) if v.rule == "AST-LITERAL"]
+    assert len(found) == 1 and "exceed 4096 characters together" in found[0].message
+    assert found[0].line > 4096 // 56  # at the name that crossed it, not the first
+    repeated = "def f(m):\n" + f"    m.w{'x' * 60} = 1\n" * 200  # one name, many uses
+    assert [v for v in arch(repeated) if v.rule == "AST-LITERAL"] == []
+
+
 def test_violations_carry_file_line_and_an_actionable_message():
     [v] = check_policy({"architecture.py": ARCH, "training.py": "import os\n" + TRAIN})
     assert (v.rule, v.file, v.line) == ("AST-IMPORT", "training.py", 1)
