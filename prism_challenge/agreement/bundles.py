@@ -3,7 +3,8 @@
 A miner uploads its bundle to each validator itself; one that was down, answered 429 or
 503, or was skipped never holds it, and a validator never ranks a run it does not hold.
 So every poll, for each (digest, miner) that permitted peers measured and this validator
-holds no submission of, the peer loop:
+does not hold as that miner's (a copy held for another hotkey counts: a miner that
+committed it earlier takes the row over, as its own upload would), the peer loop:
 
 1. reads the miner's latest commitment: it must name exactly this digest (the check a
    miner's own upload gets; a commitment superseded before the fetch leaves the run
@@ -36,6 +37,7 @@ from prism_challenge.agreement.peers import Peer
 from prism_challenge.api.errors import ApiError
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.chain.precedence import precedence
 from prism_challenge.chain.subnet import Subnet
 from prism_challenge.chain.subtensor import ChainUnavailable
 from prism_challenge.intake.admission import admit_from_peer
@@ -66,17 +68,35 @@ class BundleFetcher:
         self.client.close()
 
     def missing(self) -> dict[tuple[str, str], list[str]]:
-        """(digest, miner) -> the validators that measured it, for runs held nowhere here."""
+        """(digest, miner) -> the validators that measured it, for runs not held here as
+        that miner's. A bundle held here for another hotkey counts as missing: peers may
+        know its earlier committer, who then takes the row over (`admit_from_peer`)."""
         out: dict[tuple[str, str], list[str]] = {}
         with self.store.session() as s:
+            held = set(s.execute(select(Submission.digest, Submission.hotkey)
+                                 .where(Submission.digest.in_(
+                                     select(PeerMeasurement.digest)))).tuples())
             for digest, miner, validator in s.execute(
                     select(PeerMeasurement.digest, PeerMeasurement.miner_hotkey,
                            PeerMeasurement.validator)
-                    .where(PeerMeasurement.scoring_version == SCORING_VERSION,
-                           ~PeerMeasurement.digest.in_(select(Submission.digest)))
+                    .where(PeerMeasurement.scoring_version == SCORING_VERSION)
                     .order_by(PeerMeasurement.id)):
-                out.setdefault((digest, miner), []).append(validator)
+                if (digest, miner) not in held:
+                    out.setdefault((digest, miner), []).append(validator)
         return out
+
+    def _held_by_earlier(self, digest: str, commitment) -> bool:
+        """The bundle is held here for a hotkey that committed it no later than `commitment`
+        (no fetch then: the miner's claim could not take the row over)."""
+        if commitment is None:
+            return False
+        with self.store.session() as s:
+            row = s.scalar(select(Submission).where(Submission.digest == digest))
+            if row is None:
+                return False
+            uid = commitment.uid if commitment.uid is not None else \
+                self.metagraph.uid_of(commitment.hotkey)
+            return precedence(commitment.block, uid) >= precedence(row.block, row.uid)
 
     def round(self, peers: list[Peer]) -> int:
         """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored."""
@@ -91,6 +111,8 @@ class BundleFetcher:
             except ChainUnavailable as exc:
                 log.info("agreement: run %s of %s not fetched yet: %s", digest[:16], miner, exc)
                 return stored
+            if self._held_by_earlier(digest, commitment):
+                continue  # a later copier's claim: the row stays with the earlier committer
             bundle = None
             for validator in measurers + [h for h in urls if h not in measurers]:
                 if validator in urls:

@@ -1,9 +1,12 @@
 """Equivocation: one validator signing two different measurements of one run.
 
-An honest validator scores a run once: its bpb, held-out delta and scoring time for a
-(digest, miner hotkey, corpus, scoring version) never change (only the replay verdict and
-eligibility that follows from it do). Two signed pages of one hotkey that disagree on those
-values are therefore a proof that it served different numbers to different validators:
+An honest validator scores a run once: its bpb, held-out delta, scoring time and stream
+parts for a (digest, miner hotkey, corpus, scoring version) never change. Only the replay
+verdict and the eligibility that follows from it do, and only one way: a run once verified
+stays verified at the same moment, and a run once ineligible never becomes eligible again.
+Two signed pages of one hotkey that disagree on the fixed values, or whose later signature
+takes one of those steps back, are therefore a proof that it served different numbers to
+different validators:
 checkable by anyone (agreement/signed.py), stored in `equivocations`, served at
 `GET /v1/equivocations`, fetched and checked again by every peer. Every validator holding a
 proof leaves that validator out of its electorate until `until` = the later signature's
@@ -28,12 +31,34 @@ class Measured(Protocol):
     bpb: float
     heldout_delta: float
     measured_at: float
+    stream_parts: list[float] | None
+    eligible: bool
+    verified: bool
+    verified_at: float | None
 
 
-def conflicting(a: Measured, b: Measured) -> bool:
-    """Two measurements of one run by one validator that an honest one never signs: a
-    different bpb, held-out delta or scoring time."""
-    return (a.bpb, a.heldout_delta, a.measured_at) != (b.bpb, b.heldout_delta, b.measured_at)
+def _fixed(m: Measured) -> tuple:
+    return m.bpb, m.heldout_delta, m.measured_at, m.stream_parts
+
+
+def conflicting(earlier: Measured, later: Measured) -> bool:
+    """Two measurements of one run by one validator, in the order it signed them, that an
+    honest one never signs: a different bpb, held-out delta, scoring time or stream parts;
+    a verified run unverified later or verified at another moment; an ineligible run made
+    eligible again."""
+    return (_fixed(earlier) != _fixed(later)
+            or (earlier.verified and (not later.verified
+                                      or earlier.verified_at != later.verified_at))
+            or (not earlier.eligible and later.eligible))
+
+
+def conflicting_pages(a: tuple[Signed, Measured], b: tuple[Signed, Measured]) -> bool:
+    """`conflicting` on two signed rows in their signing order (both orders when signed at
+    the same nanosecond, which an honest validator never does with different rows)."""
+    (sa, ma), (sb, mb) = a, b
+    if sa.signed_ns == sb.signed_ns:
+        return conflicting(ma, mb) or conflicting(mb, ma)
+    return conflicting(ma, mb) if sa.signed_ns < sb.signed_ns else conflicting(mb, ma)
 
 
 def banned_until(signed_ns: int, ban_s: float) -> float:
@@ -74,7 +99,8 @@ def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew
         rows.append(found[0])
     a, b = rows
     if (a.miner_hotkey, a.corpus, a.scoring_version) != (
-            b.miner_hotkey, b.corpus, b.scoring_version) or not conflicting(a, b):
+            b.miner_hotkey, b.corpus, b.scoring_version) or not conflicting_pages(
+                (signed[0], a), (signed[1], b)):
         raise PageInvalid("no_conflict", f"the two pages agree on {digest[:16]}: no proof")
     return validator, digest, signed[0], signed[1]
 

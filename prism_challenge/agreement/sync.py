@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from prism_challenge.agreement.equivocation import check_proof, conflicting, record
+from prism_challenge.agreement.equivocation import check_proof, conflicting_pages, record
 from prism_challenge.agreement.fetch import PeerFetcher, PeerRefused, PeerUnreachable
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.signed import PageInvalid, Signed, check
@@ -216,7 +216,8 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
             PeerMeasurement.validator == page.validator, PeerMeasurement.digest == row.digest))
         if old is not None and kept is not None and old.page_id not in (None, kept.id):
             before = _signed_row(session, old.page_id, row.digest, earlier)
-            if before is not None and _same_run(before[1], row) and conflicting(before[1], row):
+            if before is not None and _same_run(before[1], row) and conflicting_pages(
+                    before, (signed, row)):
                 first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
                 if record(session, page.validator, row.digest, first, second, ban_s=ban_s,
                           now=now) and proofs is not None:

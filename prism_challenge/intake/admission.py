@@ -179,16 +179,24 @@ def admit_from_peer(session: Session, *, hotkey: str, bundle: Bundle,
     """Accept a bundle fetched from a peer validator (a run peers measured that never
     reached this one) under the checks the miner's own upload gets after its signature:
     the miner is registered and its latest commitment names exactly this bundle. Returns
-    the new row, or None when this validator already holds the digest. Raises ApiError
+    the new row; the row held here when the same bundle was stored for another hotkey that
+    committed it later (it passes to this earlier committer, as on an upload); None when
+    this validator already holds it for this hotkey or an earlier committer. Raises ApiError
     (the same rules as an upload) when a check fails."""
     serialize_on(session, f"intake:{hotkey}")
     if not metagraph.is_registered(hotkey):
         raise ApiError(403, "NOT_REGISTERED",
                        f"{hotkey} is not registered on netuid {policy.netuid}")
     commitment = _check_commitment(commitment, hotkey, bundle.digest, policy)
-    if session.scalar(select(Submission.id).where(Submission.digest == bundle.digest)):
-        return None
     uid = commitment.uid if commitment.uid is not None else metagraph.uid_of(hotkey)
+    original = session.scalar(select(Submission).where(Submission.digest == bundle.digest))
+    if original is not None:
+        if original.hotkey == hotkey or precedence(commitment.block, uid) >= precedence(
+                original.block, original.uid):
+            return None
+        _take_over(session, original, Commitment(hotkey, commitment.value, commitment.block,
+                                                 uid))
+        return original
     row = Submission(digest=bundle.digest, hotkey=hotkey, status=Status.RECEIVED.value,
                      reason=None, attempts=0, accepted_at=now, block=commitment.block, uid=uid,
                      updated_at=now, not_before=now + settle_s, name=bundle.meta.name,

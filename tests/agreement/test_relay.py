@@ -26,10 +26,12 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.subnet import commitment_value
 from prism_challenge.intake.policy import IntakePolicy
+from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import (
     Equivocation,
     PeerMeasurement,
+    Score,
     Submission,
     Verification,
 )
@@ -138,6 +140,56 @@ def test_a_run_whose_upload_missed_one_of_four_validators_is_fetched_and_ranked_
     assert len({(tuple(p.uids), tuple(p.weights_u16)) for p in plans}) == 1
 
 
+def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
+        nodes, wallets, live_server, tmp_path):
+    """The original's upload missed d, where a copier's later commitment of the same bundle
+    landed: the peer loop fetches the original's claim, the row passes to the earlier
+    committer (as an upload would), and a later claim never takes it back or costs a fetch."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    ledger = LocalLedger(tmp_path / "ledger.db", nodes["a"].metagraph)
+    y = Bundle(fixture_bundle("tiny"))
+    original = ledger.commit(wallets["miner2"], commitment_value(m2, y.digest))
+    copied = ledger.commit(wallets["miner1"], commitment_value(m1, y.digest))
+    assert copied.block > original.block
+    trio = [nodes[n] for n in ("a", "b", "c")]
+    d = nodes["liar"]  # honest here: only the copier's upload reached it
+    for node, y_bpb in zip(trio, (0.990, 0.992, 0.994), strict=True):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=original.block, bpb=y_bpb, bundle=y)
+    add_scored(d.store, name="X", miner=m1, block=1, bpb=1.000)
+    add_scored(d.store, name="Y", miner=m1, block=copied.block, bpb=0.992, bundle=y)
+    four = trio + [d]
+    for node in four:
+        node.serve(live_server)
+    for node in four:  # each learns the others as permitted validators (bundles are theirs)
+        node.sync(electorate_of(node, [o for o in four if o is not node]))
+    fetcher = BundleFetcher(d.store, ledger, d.metagraph, d.wallet,
+                            policy=IntakePolicy.from_settings(d.settings), settle_s=0.0,
+                            timeout_s=5)
+    try:
+        d.sync(electorate_of(d, trio), bundles=fetcher)
+        assert fetcher.fetched == 1
+        with d.store.session() as s:
+            row = s.scalars(select(Submission).where(Submission.digest == y.digest)).one()
+            assert (row.hotkey, row.block) == (m2, original.block)  # the earlier committer's
+            # a peer's stale row of the copier's claim: no fetch, no change
+            s.add(PeerMeasurement(validator="a-stale-peer", digest=y.digest,
+                                  miner_hotkey=m1, block=copied.block, bpb=0.9,
+                                  heldout_delta=0.5, eligible=True, measured_at=LONG_AGO,
+                                  corpus="demo", scoring_version=SCORING_VERSION,
+                                  fetched_at=LONG_AGO))
+        fetcher.retry_at.clear()
+        assert list(fetcher.missing()) == [(y.digest, m1)]
+        asked, get = [], fetcher._get
+        fetcher._get = lambda peer, digest: asked.append(digest) or get(peer, digest)
+        assert fetcher.round(electorate_of(d, trio)) == 0 and asked == []
+    finally:
+        fetcher.close()
+    with d.store.session() as s:
+        row = s.scalars(select(Submission).where(Submission.digest == y.digest)).one()
+        assert (row.hotkey, row.block) == (m2, original.block)
+
+
 def test_bundles_are_served_to_permitted_validators_only(nodes, wallets, live_server):
     y = Bundle(fixture_bundle("tiny"))
     a = nodes["a"]
@@ -157,14 +209,8 @@ def test_bundles_are_served_to_permitted_validators_only(nodes, wallets, live_se
     assert got.status_code == 200 and Bundle.from_wire(got.content).digest == y.digest
 
 
-def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
-        nodes, wallets, live_server):
-    """An honest row changes once its replay ends (here: it fails, so the run is no longer
-    eligible); the earlier page, relayed after the later one, neither reverts it nor counts
-    as equivocation (same bpb, held-out delta and scoring time)."""
-    a, b = nodes["a"], nodes["b"]
-    add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address, block=2,
-               bpb=0.99)
+def _pages_around(a, b, live_server, change):
+    """The signed page `a` serves `b` before and after `change(session)` of a's store."""
     a.serve(live_server)
     fetcher = PeerFetcher(own_hotkey=b.hotkey, netuid=NETUID, timeout_s=5,
                           max_page_bytes=1_000_000, max_age_s=60)
@@ -172,11 +218,24 @@ def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
     try:
         before = fetcher.fetch(peer, None, 100)
         with a.store.session() as s:
-            check = s.scalars(select(Verification)).one()
-            check.status, check.updated_at = "failed", LONG_AGO + 5
-        after = fetcher.fetch(peer, None, 100)
+            change(s)
+        return before, fetcher.fetch(peer, None, 100)
     finally:
         fetcher.close()
+
+
+def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
+        nodes, wallets, live_server):
+    """An honest row changes once its replay ends (here: it fails, so the run is no longer
+    eligible); the earlier page, relayed after the later one, neither reverts it nor counts
+    as equivocation (same bpb, held-out delta, scoring time and stream parts; eligibility
+    only lost, in signing order)."""
+    a, b = nodes["a"], nodes["b"]
+    sid = add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address,
+                     block=2, bpb=0.99, verified=False)
+    before, after = _pages_around(a, b, live_server, lambda s: s.add(Verification(
+        submission_id=sid, status="failed", attempts=1, created_at=LONG_AGO + 5,
+        updated_at=LONG_AGO + 5)))
     assert [r.eligible for r in before[0].rows] == [True]
     assert [r.eligible for r in after[0].rows] == [False]
     with b.store.session() as s:
@@ -185,3 +244,43 @@ def test_an_older_signed_page_relayed_late_changes_nothing_and_proves_nothing(
         assert store_page(s, before[0], signed=before[1], proofs=proofs) == 0
         assert proofs == [] and s.scalars(select(Equivocation)).all() == []
         assert s.scalars(select(PeerMeasurement)).one().eligible is False
+
+
+def _unverify(s, sid):
+    s.get(Verification, sid).status = "queued"
+
+
+def _make_eligible(s, sid):
+    s.get(Score, sid).eligible = True
+
+
+def _other_parts(s, sid):
+    s.get(Score, sid).detail = {"stream_parts": [1.0, 1.1, 1.3]}
+
+
+@pytest.mark.parametrize("step_back, verified, eligible", [
+    (_unverify, True, True),  # a verified leader withdrawn from some peers
+    (_make_eligible, False, False),  # a run failed here shown eligible again
+    (_other_parts, True, True),  # other stream parts: another noise term in the dethrone rule
+])
+def test_a_later_page_that_takes_a_step_back_is_a_proof(nodes, wallets, live_server,
+                                                        step_back, verified, eligible):
+    """What follows from the replay moves one way; the stream parts never move. A validator
+    whose later signed page unverifies a run, makes an ineligible run eligible or changes its
+    stream parts signed what no honest one signs: the two pages are a proof, whichever of
+    them reaches a peer first."""
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    sid = add_scored(a.store, name="Y", miner=wallets["miner2"].hotkey.ss58_address,
+                     block=2, bpb=0.99, verified=verified, eligible=eligible,
+                     parts=[1.0, 1.2, 1.1])
+    first, second = _pages_around(a, b, live_server, lambda s: step_back(s, sid))
+    assert first[0].rows[0] != second[0].rows[0]
+    for node, order in ((b, (first, second)), (c, (second, first))):
+        with node.store.session() as s:
+            proofs: list = []
+            for page, signed in order:
+                store_page(s, page, signed=signed, proofs=proofs)
+            assert proofs == [(a.hotkey, digest_of("Y"))]
+            (stored,) = s.scalars(select(Equivocation)).all()
+        check_proof(stored.proof, netuid=NETUID, own_hotkey=node.hotkey,
+                    now_ns=time.time_ns(), skew_s=60, max_bytes=1_000_000)
