@@ -38,7 +38,7 @@ from prism_challenge.cluster.node_slot import NodeSlot
 from prism_challenge.config.settings import Settings
 from prism_challenge.data.manifest import Manifest
 from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
-from prism_challenge.sandbox.record import RunRecord
+from prism_challenge.sandbox.record import RunRecord, competition_key
 from prism_challenge.sandbox.runner import Cancelled
 from prism_challenge.verification.replay import DrawnPlan, ReplayRecord
 
@@ -110,9 +110,10 @@ class RemoteSlot:
         return self.state == "ready" and not self.busy
 
     @property
-    def corpus(self) -> str:
-        """The corpus of the head's data (every node's is the same version, or refused)."""
-        return self.pool.manifest.corpus
+    def competition(self) -> str:
+        """The competition of the head's data and settings (every node's data is the same
+        version, or refused)."""
+        return self.pool.competition
 
     def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
                         ) -> EarlyStopPlan | None:
@@ -301,6 +302,15 @@ class ClusterPool:
                     or time.monotonic() > deadline:
                 return sum(s.state == "ready" for s in self.slots)
             time.sleep(0.2)
+
+    @property
+    def competition(self) -> str:
+        """What the cluster's runs are scored in (`RunRecord.competition`): the head's data
+        version and settings, which every node's records must match."""
+        c = self.settings.challenge
+        rows = c.token_budget // c.seq_len
+        return competition_key(self.manifest.corpus, self.data_version, rows * c.seq_len,
+                               c.seq_len, c.param_cap, c.stream_lanes)
 
     def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
                         ) -> EarlyStopPlan | None:

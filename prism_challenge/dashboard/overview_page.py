@@ -18,6 +18,7 @@ from prism_challenge.dashboard.html import (
 )
 from prism_challenge.dashboard.queries import Overview, SubmissionRow
 from prism_challenge.registry.panel import posteriors_panel
+from prism_challenge.sandbox.record import corpus_name
 from prism_challenge.scoring.leaderboard import Entry
 
 
@@ -28,7 +29,7 @@ def submission_link(submission_id: int, name: str | None) -> str:
 def corpus_badge(corpus: str | None) -> str:
     if corpus is None:
         return badge("no corpus scored yet")
-    if corpus == "demo":
+    if corpus_name(corpus) == "demo":
         return badge("demo corpus: development scores only", "dev")
     return badge(f"corpus: {corpus}", "ok")
 

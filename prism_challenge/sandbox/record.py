@@ -13,6 +13,7 @@ columns that never enter the JSON (`steps.py`; stored as a blob beside it, sent 
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -22,6 +23,24 @@ from prism_challenge.sandbox.stack import Stack
 from prism_challenge.sandbox.steps import StepColumns, StepSummary, summarise
 
 RECORD_VERSION = 3
+
+
+def competition_key(corpus: str, manifest_sha256: str, tokens: int, seq_len: int,
+                    param_cap: int, lanes: int) -> str:
+    """What a score competes within: the corpus name and, after '@', a hash of the terms that
+    move a bpb (data version, token budget, row length, parameter cap, stream lanes).
+
+    Two runs under other terms measured different things: their scores are never ranked
+    together, never pooled across validators, and a leader under other terms sets no
+    early-stop bar. An operator who changes the data or the budget starts a new leaderboard
+    rather than comparing new runs with old ones."""
+    terms = f"{manifest_sha256}:{tokens}:{seq_len}:{param_cap}:{lanes}"
+    return f"{corpus}@{hashlib.sha256(terms.encode()).hexdigest()[:12]}"
+
+
+def corpus_name(key: str) -> str:
+    """The corpus name of a competition key ("demo" of "demo@1f2e..."; a bare name as is)."""
+    return key.partition("@")[0]
 
 ExitReason = Literal[
     "ok",  # train() returned and the final weights were saved
@@ -254,6 +273,12 @@ class RunRecord(Model):
         if isinstance(steps, StepColumns) and data.get("summary") is None:
             data["summary"] = summarise(steps)
         return data
+
+    @property
+    def competition(self) -> str:
+        """The key its score is stored, ranked and pooled under (`competition_key`)."""
+        return competition_key(self.corpus, self.manifest_sha256, self.budget.tokens,
+                               self.seq_len, self.param_cap, self.lanes)
 
     @property
     def columns(self) -> StepColumns:

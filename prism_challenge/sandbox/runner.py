@@ -63,6 +63,7 @@ from prism_challenge.sandbox.record import (
     ProbeResult,
     RunRecord,
     TelemetryPoint,
+    competition_key,
     output_tail,
 )
 from prism_challenge.sandbox.sampling import keep_rate
@@ -305,9 +306,12 @@ class Runner:
         )
 
     @property
-    def corpus(self) -> str:
-        """The corpus this runner's data is (what its runs are scored on)."""
-        return self.train.manifest.corpus
+    def competition(self) -> str:
+        """The competition this runner's runs are scored in (`RunRecord.competition` of each
+        record it makes): its data version and budget terms."""
+        m, c = self.train.manifest, self.settings.challenge
+        return competition_key(m.corpus, m.sha256, self.budget.tokens, c.seq_len,
+                               c.param_cap, c.stream_lanes)
 
     def early_stop_plan(self, leader_bpb: float, leader_id: int, leader: RunRecord
                         ) -> EarlyStopPlan | None:

@@ -18,6 +18,7 @@ from prism_challenge.storage.tables import (
     RegistryJournal,
     RunRecord,
     SchemaVersion,
+    Score,
     SignedPage,
     Verification,
 )
@@ -93,10 +94,35 @@ def _v9_peer_stream_parts(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE peer_measurements ADD COLUMN stream_parts JSON"))
 
 
+def _v10_competition_keys(conn: Connection) -> None:
+    """A score's `corpus` becomes its competition key (corpus name @ a hash of the data
+    version and budget terms, `sandbox.record.competition_key`), computed from the run record
+    it was scored from, so the leader and the scores kept before the upgrade still compete
+    with new runs under the same terms. A score without a readable record keeps its name."""
+    from prism_challenge.sandbox.record import competition_key
+
+    scores, records = Score.__table__, RunRecord.__table__
+    for sid, corpus in conn.execute(select(scores.c.submission_id, scores.c.corpus)).all():
+        if "@" in corpus:
+            continue
+        raw = conn.execute(select(records.c.record)
+                           .where(records.c.submission_id == sid)
+                           .order_by(records.c.attempt.desc()).limit(1)).scalar()
+        try:
+            key = competition_key(raw["corpus"], raw["manifest_sha256"],
+                                  int(raw["budget"]["tokens"]), int(raw["seq_len"]),
+                                  int(raw["param_cap"]), int(raw.get("lanes", 0)))
+        except (TypeError, KeyError, ValueError):  # no record, or one of another shape
+            continue
+        if raw["corpus"] == corpus:
+            conn.execute(scores.update().where(scores.c.submission_id == sid)
+                         .values(corpus=key))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
     _v5_peer_measurements, _v6_verification_plan, _v7_relay_and_equivocations,
-    _v8_record_steps, _v9_peer_stream_parts,
+    _v8_record_steps, _v9_peer_stream_parts, _v10_competition_keys,
 ]
 LATEST = len(MIGRATIONS)
 

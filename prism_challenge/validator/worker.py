@@ -168,12 +168,14 @@ class EvaluationWorker:
                 # infra only on the host's evidence; a retry meets the same plan anyway
                 replay = self._blame_host(replay, started)
             result = verdict(replay, self.settings.verification)
-        except Cancelled:
-            with self.store.session() as s:
-                verification_jobs.retry_or_fail(s, sid, SHUTDOWN_REASON,
-                                                max_attempts, counted=False)
-            return
-        except Exception as exc:  # the validator's side failed: retry later
+        except Exception as exc:  # the validator's side failed (or stopped it): retry later
+            if isinstance(exc, Cancelled) or self.cancel.is_set():
+                # whatever a stopping validator's replay raised, the shutdown caused it
+                log.debug("submission %s: replay stopped by the shutdown: %r", sid, exc)
+                with self.store.session() as s:
+                    verification_jobs.retry_or_fail(s, sid, SHUTDOWN_REASON,
+                                                    max_attempts, counted=False)
+                return
             log.exception("submission %s: replay failed on the validator's side", sid)
             with self.store.session() as s:
                 verification_jobs.retry_or_fail(s, sid, f"infra: {type(exc).__name__}: {exc}"
@@ -211,12 +213,14 @@ class EvaluationWorker:
                                          cancel=self.cancel, early_stop=early_stop,
                                          heldout_round=self.rounds.current())
                 record = self._blame_host(record, started)
-        except Cancelled:
-            with self.store.session() as s:  # the validator's interruption: no attempt spent
-                transition(s, sid, Status.QUEUED, expected=Status.RUNNING, refund=True,
-                           reason=SHUTDOWN_REASON)
-            return
-        except Exception as exc:  # the validator's side failed: retry later
+        except Exception as exc:  # the validator's side failed (or stopped it): retry later
+            if isinstance(exc, Cancelled) or self.cancel.is_set():
+                # the validator's interruption, whatever the run raised: no attempt spent
+                log.debug("submission %s: run stopped by the shutdown: %r", sid, exc)
+                with self.store.session() as s:
+                    transition(s, sid, Status.QUEUED, expected=Status.RUNNING, refund=True,
+                               reason=SHUTDOWN_REASON)
+                return
             log.exception("submission %s: run failed on the validator's side", sid)
             with self.store.session() as s:
                 self._infra(s, sid, f"{type(exc).__name__}: {exc}")
@@ -229,7 +233,7 @@ class EvaluationWorker:
         """The bar this run must be able to clear, fixed before it starts from the store and
         the runner's data version (a cluster slot answers with the head's own data)."""
         with self.store.session() as s:
-            leader = leader_to_beat(s, self.settings.scoring, self.runner.corpus, sid,
+            leader = leader_to_beat(s, self.settings.scoring, self.runner.competition, sid,
                                     self.metagraph)
         if leader is None:
             return None
@@ -279,7 +283,7 @@ class EvaluationWorker:
                 transition(s, sid, Status.FAILED, expected=Status.RUNNING,
                            reason=f"unscorable record: {exc}"[:500])
                 return
-            record_score(s, sid, result, record.corpus, now=now)
+            record_score(s, sid, result, record.competition, now=now)
             reason = None if result.eligible else "; ".join(result.reasons)[:1000]
             transition(s, sid, Status.SCORED, expected=Status.RUNNING, reason=reason)
             row = s.get(Submission, sid)

@@ -13,6 +13,7 @@ from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.sync import _mark, store_page
 from prism_challenge.agreement.wire import MeasurementRow, MeasurementsPage, parse_cursor
+from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage.tables import PeerMeasurement, Verification
 
 KEYS = [Keypair.create_from_seed(bytes([i + 20]) * 32).ss58_address for i in range(4)]
@@ -23,7 +24,7 @@ def row(name: str, bpb: float, *, verified_at: float | None = LONG_AGO + 2) -> M
     return MeasurementRow(miner_hotkey=MINER, digest=digest_of(name), block=1, bpb=bpb,
                           heldout_delta=0.4, eligible=True, verified=verified_at is not None,
                           measured_at=LONG_AGO, verified_at=verified_at, corpus="demo",
-                          scoring_version="1.0.0")
+                          scoring_version=SCORING_VERSION)
 
 
 def test_own_rows_peer_pages_and_the_aggregate_on_both_backends(any_store):

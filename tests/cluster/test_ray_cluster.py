@@ -274,7 +274,9 @@ def test_a_node_lost_mid_run_is_requeued_and_scored_once_then_leads_an_early_sto
         with store.session() as s:
             leader_bpb = s.get(Score, sid).bpb
         local = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
-        assert survivor.corpus == local.corpus == read_manifest(prepared_data).corpus
+        assert survivor.competition == local.competition == leader.competition
+        with store.session() as s:
+            assert s.get(Score, sid).corpus == leader.competition
         head_plan = survivor.early_stop_plan(leader_bpb, sid, leader)
         local_plan = local.early_stop_plan(leader_bpb, sid, leader)
         assert head_plan is not None and _plain(head_plan) == _plain(local_plan)

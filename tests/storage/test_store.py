@@ -122,7 +122,7 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 9
+        assert s.scalar(text("select version from schema_version")) == LATEST == 10
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid) == (7, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
@@ -216,7 +216,7 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 9
+        assert s.scalar(text("select version from schema_version")) == LATEST == 10
         row = s.scalars(select(PeerMeasurement)).one()
         assert (row.bpb, row.page_id, row.signed_ns, row.stream_parts) == (
             0.99, None, None, None)
@@ -226,4 +226,39 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
     with store.session() as s:
         assert s.scalars(select(PeerMeasurement)).one().signed_ns == 2**62
         assert s.scalar(text("select count(*) from equivocations")) == 1
+    store.close()
+
+
+def test_a_v9_store_keys_its_scores_by_the_terms_of_their_runs(store_url):
+    """v10: a score's corpus becomes its competition key, computed from the run record it was
+    scored from; a score without a readable record keeps its name."""
+    from prism_challenge.sandbox.record import competition_key
+    from prism_challenge.storage.tables import RunRecord, Score
+
+    raw = {"corpus": "demo", "manifest_sha256": "ab" * 32, "seq_len": 32, "param_cap": 1000,
+           "lanes": 4, "budget": {"rows": 96, "tokens": 3072}}
+    store = Store(store_url)
+    with store.session() as s:
+        ids = []
+        for tag in "pqr":
+            row = Submission(digest=tag * 64, hotkey="h", status="scored", accepted_at=0.0,
+                             updated_at=0.0, bundle=b"x")
+            s.add(row)
+            s.flush()
+            ids.append(row.id)
+            s.add(Score(submission_id=row.id, bpb=1.0, heldout_delta=0.0, eligible=True,
+                        corpus="demo", detail={}, created_at=0.0))
+        s.add(RunRecord(submission_id=ids[0], attempt=1, created_at=0.0, record={**raw,
+                        "seq_len": 16}))
+        s.add(RunRecord(submission_id=ids[0], attempt=2, created_at=0.0, record=raw))
+        s.add(RunRecord(submission_id=ids[1], attempt=1, created_at=0.0, record={"x": 1}))
+    with store.engine.begin() as conn:
+        conn.execute(text("update schema_version set version = 9"))
+    store.close()
+    store = Store(store_url)
+    with store.session() as s:
+        assert s.scalar(text("select version from schema_version")) == LATEST
+        keys = [s.get(Score, sid).corpus for sid in ids]
+    assert keys == [competition_key("demo", "ab" * 32, 3072, 32, 1000, 4), "demo", "demo"]
+    assert keys[0].startswith("demo@") and len(keys[0]) <= 32
     store.close()

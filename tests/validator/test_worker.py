@@ -134,6 +134,29 @@ def test_three_shutdowns_spend_no_attempt_and_the_run_scores_once(store, tmp_pat
         assert [r.attempt for r in s.query(RunRecord).filter_by(submission_id=sid)] == [1]
 
 
+@pytest.mark.parametrize("stopping", [True, False])
+def test_whatever_a_stopping_validator_raises_spends_no_attempt(store, tmp_path, prepared_data,
+                                                                stopping):
+    """A run that fails on the validator's side while it is stopping (here: its work folder
+    cannot be made) is handed back as a shutdown, not charged as an infrastructure failure;
+    the same failure while running is one."""
+    settings = _settings(tmp_path)
+    runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+    cancel = threading.Event()
+    worker = EvaluationWorker(settings, store, runner, registry=None, cancel=cancel)
+    sid = _queued(store)
+    assert worker.claim() == sid
+    (tmp_path / "runs").write_text("not a folder")
+    if stopping:
+        cancel.set()
+    worker.evaluate(sid)
+    status, attempts, reason = _row(store, sid)
+    if stopping:
+        assert (status, attempts, reason) == ("queued", 0, SHUTDOWN_REASON)
+    else:
+        assert (status, attempts) == ("queued", 1) and reason.startswith("infra: ")
+
+
 @pytest.mark.parametrize("attempts", [1, 3])
 def test_recovery_requeues_interrupted_runs_and_refunds_the_attempt(any_store, attempts):
     """The validator died mid-run: its fault, not the miner's. The run goes back to the queue
@@ -201,6 +224,9 @@ def test_a_contender_is_replayed_before_it_can_lead(store, tmp_path, prepared_da
     assert _verification(store, honest)[:2] == ("passed", 1)
     with store.session() as s:
         assert load_leaderboard(s, settings.scoring).leader.submission_id == honest
+        key = s.get(Score, honest).corpus
+    # scored under the run's competition key, the one the runner sets its bars under
+    assert key == _record(store, honest).competition == runner.competition
     cheat = _queued(store, "cheat", files=sandbox_bundle("peek", EVERY="16", GUARD="5"))
     assert worker.run_once() == cheat
     with store.session() as s:
