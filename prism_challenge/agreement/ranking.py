@@ -75,7 +75,7 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
     counting = {v: st for v, st in permitted_stakes(session).items() if v not in banned}
     counting[own_hotkey] = stakes[own_hotkey]
     measured = _measurements(session, own_hotkey, set(counting))
-    corpus = latest_corpus(own)
+    corpus = latest_corpus(own) or _peers_key(session, counting)
     out = []
     for entry in own + _unscored(session, corpus, measured):
         ms = measured.get((entry.digest, entry.hotkey, entry.corpus), [])
@@ -135,6 +135,18 @@ def _measurements(session: Session, own_hotkey: str, validators: set[str]
                 r.validator, r.bpb, r.heldout_delta, r.eligible, r.measured_at, r.verified_at,
                 _parts(r.stream_parts)))
     return out
+
+
+def _peers_key(session: Session, counting: dict[str, float]) -> str | None:
+    """The competition key the most counted stake measures under: what a validator that
+    has scored nothing yet ranks the runs it holds on (else it would rank nothing, a burn,
+    until its own first score)."""
+    stake: dict[str, float] = defaultdict(float)
+    for validator, key in set(session.execute(
+            select(PeerMeasurement.validator, PeerMeasurement.corpus)
+            .where(PeerMeasurement.scoring_version == SCORING_VERSION)).tuples()):
+        stake[key] += counting.get(validator, 0.0)
+    return max(sorted(stake), key=lambda k: stake[k]) if any(stake.values()) else None
 
 
 def _parts(value: list[float] | None) -> tuple[float, ...] | None:

@@ -34,6 +34,7 @@ from prism_challenge.agreement.wire import (
 )
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import ApiError, ErrorBody
+from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage.tables import AgreementPeer, Equivocation, SignedPage, Submission
 
 AfterQuery = Annotated[str | None, Query(
@@ -60,6 +61,7 @@ def build(deps: ApiDeps) -> APIRouter:
                             now=deps.clock())
         page = MeasurementsPage(validator=resolve_signer(deps.signer, role="hotkey").ss58_address,
                                 netuid=deps.settings.chain.netuid,
+                                scoring_version=SCORING_VERSION,
                                 rows=[r.row for r in rows[:limit]],
                                 next=next_cursor(rows[:limit], after), more=len(rows) > limit)
         body = page.model_dump_json().encode()

@@ -34,6 +34,7 @@ from prism_challenge.agreement.wire import (
     MeasurementRow,
     MeasurementsPage,
 )
+from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement, SignedPage
 
@@ -98,6 +99,16 @@ class PeerSync:
                             peer.hotkey, exc.reason, exc)
                 self._note(peer, f"refused ({exc.reason}): {exc}")
                 return total
+            if page.scoring_version != SCORING_VERSION:
+                # Another version's measurements never rank here: the peer is not reached,
+                # and it is read again from the start once it runs this version (its rows
+                # are then served re-keyed, with change times its old cursor is past).
+                self.cursors.pop(peer.hotkey, None)
+                self.status.page(peer.hotkey, "other_version")
+                self._note(peer, f"serves scoring version {page.scoring_version or 'unknown'}"
+                           f", this validator {SCORING_VERSION}: not counted until both run "
+                           "the same")
+                return total
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
                 total += store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
@@ -138,8 +149,8 @@ class PeerSync:
         except PageInvalid as exc:
             self.status.page(peer.hotkey, f"relay_{exc.reason}")
             return
-        if page.validator not in permitted:
-            return  # this node itself, or a validator it does not count
+        if page.validator not in permitted or page.scoring_version != SCORING_VERSION:
+            return  # this node itself, a validator it does not count, or another version
         proofs: list[tuple[str, str]] = []
         with self.store.session() as s:
             rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)

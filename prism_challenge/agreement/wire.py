@@ -59,6 +59,10 @@ class MeasurementsPage(_Wire):
 
     validator: Hotkey
     netuid: int = Field(ge=0, le=65535)
+    # the scoring rules the serving validator runs: a peer counts (is reached, and its rows
+    # are stored) only under the same version; None from validators before versioned pages
+    scoring_version: str | None = Field(None, min_length=5, max_length=16,
+                                        pattern=r"^\d+\.\d+\.\d+$")
     rows: list[MeasurementRow] = Field(max_length=MAX_PAGE_ROWS)
     next: str | None = Field(None, max_length=CURSOR_MAX_CHARS, pattern=CURSOR_PATTERN)
     more: bool = False

@@ -18,7 +18,9 @@ SubmissionId = Annotated[
     int, Path(ge=1, le=MAX_ROW_ID, description=f"a submission id (1 to {MAX_ROW_ID})")
 ]
 
-CORPUS_HELP = "Corpus to rank (demo or fineweb-edu); default: the one scored most recently."
+CORPUS_HELP = ("Competition key to rank (e.g. fineweb-edu@3c1f09a2b7de), or a corpus name "
+               "(demo, fineweb-edu) for its latest key; default: the one scored most "
+               "recently.")
 CorpusQuery = Annotated[
     str | None, Query(max_length=MAX_CORPUS_CHARS, description=CORPUS_HELP)
 ]

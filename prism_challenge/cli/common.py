@@ -136,12 +136,20 @@ def open_existing_store(url: str, hint: str):
     """The node's store for a command that only reads it: a SQLite file that does not exist
     is refused with `hint` (the next step) instead of being created where the command ran."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
-    from prism_challenge.storage import Store
+    from prism_challenge.storage import Store, StoreUnavailable
 
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        parsed = None  # Store says what is wrong with it
+    if parsed is not None and parsed.get_backend_name() == "sqlite" and \
+            parsed.database not in (None, "", ":memory:"):
         if not Path(parsed.database).exists():
             fail(f"no store at {parsed.database}: {hint}")
-    return Store(url)
+    try:
+        return Store(url)
+    except StoreUnavailable as exc:
+        fail(str(exc))
 

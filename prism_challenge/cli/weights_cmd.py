@@ -118,7 +118,9 @@ def weights(
     wallet_path: WalletPathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
     corpus: Annotated[
-        str | None, typer.Option(help="Corpus to rank (default: the one scored most recently).")
+        str | None, typer.Option(help="Competition key to rank (fineweb-edu@…), or a corpus "
+                                 "name for its latest key (default: the one scored most "
+                                 "recently).")
     ] = None,
     research_credits: Annotated[
         Path | None,
@@ -133,6 +135,8 @@ def weights(
 ) -> None:
     """Show the weights this validator would set (uids, u16 values, hotkeys, why)."""
     from prism_challenge.chain.wallet import WalletError, load_wallet
+    from prism_challenge.scoring.leaderboard import resolve_corpus
+    from prism_challenge.scoring.queries import load_entries
     from prism_challenge.weights.chain import WeightSetter, WeightsLocked, check_unlocked
     from prism_challenge.weights.plan import load_plan
     from prism_challenge.weights.research import registry_credit
@@ -165,6 +169,8 @@ def weights(
         if research_credits is None:
             credit = registry_credit(store, settings)
         with store.session() as session:
+            if corpus is not None:  # a key nothing is kept under would burn every weight
+                corpus = resolve_corpus(load_entries(session), corpus, strict=True)
             plan = load_plan(
                 session, metagraph, settings, research_credit=credit, corpus=corpus,
                 hotkey=hotkey,

@@ -106,6 +106,7 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
         raise LedgerError(f"observation refused: bpb {bpb!r} is not a finite non-negative number")
     reading = AxisReading.model_validate(p["reading"])
     sid = p.get("submission_id")
+    _enter_competition(state, p.get("competition"))
     state.n_obs += 1
     if p["eligible"] and p.get("censored"):  # a lower bound: no contrast can use it
         state.n_censored += 1
@@ -121,6 +122,20 @@ def _observation(state: RegistryState, p: dict, cfg) -> None:
     prune(state, cfg)
     if state.n_obs % cfg.checkpoint_every == 0:
         _checkpoint(state, cfg)
+
+
+def _enter_competition(state: RegistryState, key: str | None) -> None:
+    """Runs scored under other terms (another data version or budget) are never compared:
+    on the first observation under a new key, the runs waiting for partners, the recent
+    readings and the best so far are dropped. What the hypotheses learnt from earlier
+    contrasts stays: each was made within one competition."""
+    if key is None or key == state.competition:
+        return
+    if state.competition is not None:
+        state.queues = {}
+        state.recent = []
+        state.best_bpb, state.best_arms, state.since_best = None, {}, 0
+    state.competition = key
 
 
 def _track_stall(state: RegistryState, bpb: float | None, reading: AxisReading | None,

@@ -14,7 +14,9 @@ class Observation(BaseModel):
     bundle's `prism.toml` [axes] table as a plain dict; ineligible (zeroed) runs are kept in
     the ledger but are never evidence or references. A `censored` run was stopped early:
     `bpb` is only a lower bound on its score, so it certifies "no new best" (the stall
-    count) but is never a contrast's partner, whose gain needs a full bpb."""
+    count) but is never a contrast's partner, whose gain needs a full bpb. `competition`:
+    the key its score is kept under (`RunRecord.competition`); runs under other terms are
+    never compared (None: an observation made before keys, compared as before)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -27,6 +29,7 @@ class Observation(BaseModel):
     eligible: bool
     censored: bool = False
     accepted_at: float = Field(ge=0)
+    competition: str | None = Field(None, max_length=32)
 
     @field_validator("bpb")
     @classmethod

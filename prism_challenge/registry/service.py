@@ -78,6 +78,7 @@ class Registry:
                 "submission_id": obs.submission_id, "hotkey": obs.hotkey, "digest": obs.digest,
                 "bpb": obs.bpb, "eligible": obs.eligible, "accepted_at": obs.accepted_at,
                 **({"censored": True} if obs.censored else {}),
+                **({"competition": obs.competition} if obs.competition else {}),
                 "reading": reading.model_dump(),
             }
             self._append(s, state, key, "observation", payload, created_at=obs.accepted_at)

@@ -97,6 +97,8 @@ class RegistryState(_M):
     # "hid|cell|stratum" -> [[hotkey, bpb, run, submission id, design]] (older: first 3)
     queues: dict[str, list[list]] = {}
     recent: list[dict] = []  # last eligible readings, to seed the queues of new hypotheses
+    # the competition key of the latest observation: runs are compared within one only
+    competition: str | None = None
     best_bpb: float | None = None
     best_arms: dict[str, str] = {}  # the arms of the run that set best_bpb (the leader's design)
     since_best: int = 0

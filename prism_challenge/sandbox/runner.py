@@ -612,6 +612,10 @@ class Runner:
                 or record.lanes != self.settings.challenge.stream_lanes):
             raise ValueError("this record predates contender replay or was made with another "
                              "stream order; re-evaluate the submission")
+        if record.competition != self.competition:  # the operator changed data or terms
+            return _incomparable(record, f"scored under {record.competition}; this validator "
+                                 f"now runs {self.competition} (another data version or "
+                                 "challenge terms): replay it where those are kept", 0.0)
         here = hardware(self.devices())
         why = not_comparable(record.stack, here, HARDWARE)
         if why is not None:  # another GPU model or driver: nothing to learn by running

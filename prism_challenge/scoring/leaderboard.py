@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from prism_challenge.chain.precedence import precedence
+from prism_challenge.sandbox.record import corpus_name
 
 
 class _Frozen(BaseModel):
@@ -200,9 +201,37 @@ def best_per_hotkey(entries: Iterable[Entry], epsilon: float) -> list[Entry]:
 
 
 def latest_corpus(entries: Iterable[Entry]) -> str | None:
-    """The corpus of the most recent score: what this validator scores on now."""
+    """The corpus (competition key) of the most recent score: what this validator scores
+    on now."""
     latest = max(entries, key=lambda e: (e.scored_at, e.submission_id), default=None)
     return None if latest is None else latest.corpus
+
+
+class UnknownCorpus(ValueError):
+    """A corpus asked for that no score is kept under; the message lists those that are."""
+
+
+def resolve_corpus(entries: Iterable[Entry], asked: str | None, *, strict: bool = False
+                   ) -> str | None:
+    """The competition key `asked` names: the latest scored one when None; itself when
+    scores are kept under it; for a bare corpus name ("fineweb-edu"), the most recently
+    scored key of that corpus. Anything else is returned as is (an empty board), or, with
+    `strict`, refused with the keys that exist (setting weights on a board that matches
+    nothing would burn them all)."""
+    entries = list(entries)
+    if asked is None:
+        return latest_corpus(entries)
+    keys = {e.corpus for e in entries}
+    if asked in keys:
+        return asked
+    named = latest_corpus(e for e in entries if corpus_name(e.corpus) == asked)
+    if named is not None:
+        return named
+    if strict and keys:
+        raise UnknownCorpus(f"no score is kept under corpus {asked!r}; scores exist under "
+                            f"{', '.join(sorted(keys))} (a key, or a corpus name for its "
+                            "latest key)")
+    return asked
 
 
 def build_leaderboard(
@@ -221,8 +250,7 @@ def build_leaderboard(
     deregistered leader hands the lead to whoever the replay picks without it.
     """
     entries = list(entries)
-    if corpus is None:
-        corpus = latest_corpus(entries)
+    corpus = resolve_corpus(entries, corpus)
     pool = [
         e for e in entries if e.corpus == corpus and (hotkeys is None or e.hotkey in hotkeys)
     ]

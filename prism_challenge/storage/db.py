@@ -20,15 +20,38 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from prism_challenge.storage.migrations import migrate
+
+
+class StoreUnavailable(ValueError):
+    """`storage.url` names no store this node can open; the message says why and what to do."""
 
 
 class Store:
     """Owns the engine and hands out transactional sessions."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 30_000) -> None:
+        """Raises StoreUnavailable (one line, password hidden) when the URL is malformed,
+        names a database PRISM has no driver for, or the server cannot be reached."""
+        try:
+            self._open(url, busy_timeout_ms)
+        # a driver module that is not installed raises ModuleNotFoundError: left to the CLI's
+        # `needs_extras`, which names the extra to install
+        except (ArgumentError, NoSuchModuleError) as exc:
+            raise StoreUnavailable(
+                f"storage.url {_shown(url)} cannot be used ({_first_line(exc)}); use "
+                "sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST/DB (the "
+                "postgres extra: pip install 'prism-challenge[postgres]')") from None
+        except OperationalError as exc:
+            raise StoreUnavailable(
+                f"storage.url {_shown(url)}: the database cannot be opened "
+                f"({_first_line(exc.orig or exc)}); check that the server runs and accepts "
+                "this user, or that the SQLite folder is writable") from None
+
+    def _open(self, url: str, busy_timeout_ms: int) -> None:
         parsed = make_url(url)
         self.url = url
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
@@ -71,6 +94,19 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _shown(url: str) -> str:
+    """The URL with its password hidden (or only its scheme, when it does not parse)."""
+    try:
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except ArgumentError:
+        return repr(url.partition("://")[0] + "://…")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def serialize_on(session: Session, name: str) -> None:

@@ -301,7 +301,7 @@ class EvaluationWorker:
             self.registry.observe(Observation(
                 submission_id=sid, hotkey=hotkey, digest=bundle.digest, measured=record.axes,
                 declared=dict(bundle.meta.axes or {}), bpb=bpb, eligible=eligible,
-                censored=censored, accepted_at=accepted_at))
+                censored=censored, accepted_at=accepted_at, competition=record.competition))
         except Exception:  # the registry must never block scoring; caught up at start-up
             log.exception("submission %s: registry observation failed", sid)
 

@@ -4,14 +4,19 @@ more than the quorum of the permitted stake ranks nothing and says so."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
-from agreement_kit import add_scored, electorate_of
+from agreement_kit import NETUID, add_scored, digest_of, electorate_of
 from sqlalchemy import func, select
 
+from prism_challenge.agreement import routes as agreement_routes
+from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.status import AgreementStatus
-from prism_challenge.storage.tables import PeerMeasurement
+from prism_challenge.agreement.sync import PeerSync
+from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement, Score, Submission
 from prism_challenge.validator.epochs import run_epoch
 from prism_challenge.validator.worker import EvaluationWorker
 from prism_challenge.verification import jobs as verification_jobs
@@ -186,3 +191,68 @@ def test_a_worker_queues_replays_from_the_ranking_the_weights_use(nodes, wallets
         assert b.metagraph.is_registered(m2)
         assert worker._queue_replays(s) == []
         assert verification_jobs.queue_contenders(s, settings) == [z]  # own scores alone
+
+
+def test_a_peer_on_other_scoring_rules_is_not_counted_and_is_read_again_once_on_these(
+        nodes, wallets, live_server, monkeypatch):
+    """Mid-upgrade, a peer that serves another scoring version is not reached (a validator
+    without a quorum then keeps the weights as set instead of burning), and once it serves
+    this version its pages are read from the start: its rows, re-keyed by the upgrade
+    without a new change time, are not skipped behind an old cursor."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    a, b, c = (nodes[n] for n in ("a", "b", "c"))
+    for node, y in ((a, 0.990), (b, 0.992), (c, 0.994)):
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=y)
+        node.serve(live_server)
+    cfg = b.settings.agreement
+    fetcher = PeerFetcher(own_hotkey=b.hotkey, netuid=NETUID, timeout_s=5,
+                          max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
+    sync = PeerSync(b.store, fetcher, AgreementStatus(), cfg.page_size, netuid=NETUID)
+    electorate = electorate_of(b, [a, c])
+    try:
+        assert sync.round(electorate) == {a.hotkey: 2, c.hotkey: 2}
+        monkeypatch.setattr(agreement_routes, "SCORING_VERSION", "1.0.0")  # another release
+        with a.store.session() as s:  # re-keyed, as a migration does: no new change time
+            for score in s.scalars(select(Score)):
+                score.corpus = "demo@rekeyed"
+        assert sync.round(electorate) == {a.hotkey: 0, c.hotkey: 0}
+        later = time.time() + cfg.peer_stale_s + 1  # their last good pages have gone stale
+        with b.store.session() as s:
+            error = s.get(AgreementPeer, a.hotkey).last_error
+            ranked = ranked_entries(s, b.settings, b.hotkey, now=later)
+        assert "serves scoring version 1.0.0, this validator" in error
+        assert ranked.no_quorum and ranked.entries == []  # weights stay as set: no burn
+        monkeypatch.undo()  # a and c run these rules again
+        assert sync.round(electorate) == {a.hotkey: 2, c.hotkey: 2}  # from the start
+        with b.store.session() as s:
+            assert {r.corpus for r in s.scalars(select(PeerMeasurement).where(
+                PeerMeasurement.validator == a.hotkey))} == {"demo@rekeyed"}
+    finally:
+        fetcher.close()
+
+
+def test_a_validator_that_scored_nothing_yet_ranks_what_its_peers_measured(
+        nodes, wallets, live_server):
+    """A new validator holds the runs (received, not yet scored) but no score of its own:
+    it ranks them on its peers' measurements under the key they measure on, as the others
+    do, instead of ranking nothing (a burn) until its first score."""
+    m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    trio = [nodes[n] for n in ("a", "b", "c")]
+    fresh = nodes["liar"]  # honest here: it has just started
+    for node in trio:
+        add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
+        add_scored(node.store, name="Y", miner=m2, block=2, bpb=Y_BPB[node.name])
+        node.serve(live_server)
+    with fresh.store.session() as s:
+        for name, miner, block in (("X", m1, 1), ("Y", m2, 2)):
+            s.add(Submission(digest=digest_of(name), hotkey=miner, status="received",
+                             attempts=0, accepted_at=1.0, block=block, uid=block,
+                             updated_at=1.0, reviewed="pending", name=name, bundle=b"x"))
+    fresh.sync(electorate_of(fresh, trio))
+    with fresh.store.session() as s:
+        ranked = ranked_entries(s, fresh.settings, fresh.hotkey)
+    assert ranked.shared and not ranked.no_quorum
+    assert sorted((e.hotkey, e.bpb) for e in ranked.entries) == [(m1, 1.000), (m2, 0.994)]
+    plan = plan_of(fresh)
+    assert (plan.leader.hotkey, plan.leader.bpb) == (m2, 0.994)

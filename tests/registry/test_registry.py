@@ -175,3 +175,25 @@ def test_censored_runs_count_towards_the_stall_but_are_never_evidence(store):
     assert state.best_bpb == 2.0 and state.since_best == 6 and state.stall_cycle == 2
     assert state.hypotheses["H001"].n == 0
     assert [e[0] for q in state.queues.values() for e in q] == ["hk0"]  # waits alone
+
+
+def test_runs_under_other_terms_are_never_compared(store):
+    """A new competition key (another data version or budget) drops the runs waiting for a
+    partner and the best so far: a run is contrasted only with runs under the same terms,
+    and what the claims learnt before stays."""
+    reg = Registry(store, RegistrySettings(stall_window=3), seeds=[OPT])
+
+    def under(key, *args, **kw):
+        return Observation.model_validate({**obs(*args, **kw).model_dump(),
+                                           "competition": key})
+
+    reg.observe(under("demo@aaaa", 0, 2.0, opt="adamw"))
+    assert [e[0] for q in reg.state().queues.values() for e in q] == ["hk0"]
+    reg.observe(under("demo@bbbb", 1, 3.0, opt="muon"))
+    state = reg.state()
+    assert state.competition == "demo@bbbb" and state.best_bpb == 3.0
+    assert state.hypotheses["H001"].n == 0  # the adamw run of the old terms is no partner
+    assert [e[0] for q in state.queues.values() for e in q] == ["hk1"]
+    reg.observe(under("demo@bbbb", 2, 2.5, opt="adamw"))
+    assert reg.state().hypotheses["H001"].n == 1  # partners under the same terms
+    assert reg.replay().model_dump_json() == reg.state().model_dump_json()  # from scratch

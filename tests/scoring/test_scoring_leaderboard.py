@@ -1,6 +1,13 @@
 import pytest
 
-from prism_challenge.scoring.leaderboard import Entry, build_leaderboard, contenders, grid
+from prism_challenge.scoring.leaderboard import (
+    Entry,
+    UnknownCorpus,
+    build_leaderboard,
+    contenders,
+    grid,
+    resolve_corpus,
+)
 
 
 def entry(sid, hotkey, bpb, *, delta=1.0, at=None, eligible=True, corpus="demo", scored=None,
@@ -166,3 +173,15 @@ def test_a_censored_run_never_ranks_leads_or_contends_and_is_listed_apart():
     bad = stopped.model_copy(update={"submission_id": 4, "eligible": False})
     assert [e.submission_id for e in board([leader, bad]).ineligible] == [4]
     assert board([leader, bad]).censored == []
+
+
+def test_a_corpus_name_asks_for_its_latest_competition_key():
+    entries = [entry(1, "a", 1.0, corpus="demo@aaaa"), entry(2, "b", 1.1, corpus="demo@bbbb"),
+               entry(3, "c", 1.2, corpus="fineweb-edu@cccc")]
+    assert board(entries).corpus == "fineweb-edu@cccc"  # the latest scored
+    assert board(entries, corpus="demo").corpus == "demo@bbbb"
+    assert board(entries, corpus="demo@aaaa").leader.submission_id == 1
+    unknown = board(entries, corpus="nothing")
+    assert (unknown.corpus, unknown.standings) == ("nothing", [])
+    with pytest.raises(UnknownCorpus, match="demo@aaaa, demo@bbbb, fineweb-edu@cccc"):
+        resolve_corpus(entries, "nothing", strict=True)

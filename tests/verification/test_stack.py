@@ -109,3 +109,19 @@ def test_a_replay_of_a_cold_started_run_starts_cold_and_judges_it(tiny_run, runn
     replay = runner.replay(files, cold, tmp_path / "rc")
     assert replay.incomparable is None and replay.batch_max_rel_diff == 0.0
     assert verdict(replay, runner.settings.verification).passed
+
+
+def test_a_replay_under_other_terms_is_not_comparable(tiny_run, make_runner, tmp_path):
+    """The operator changed the budget (or the data version) after the run was scored: its
+    replay would diverge, so it is not comparable, never a failed verification."""
+    files, record, _ = tiny_run
+    settings = tiny_settings()
+    c = settings.challenge
+    longer = make_runner(settings.model_copy(update={"challenge": c.model_copy(
+        update={"token_budget": c.token_budget + c.seq_len})}))
+    assert longer.competition != record.competition
+    replay = longer.replay(files, record, tmp_path / "replay-terms")
+    assert f"scored under {record.competition}" in replay.incomparable
+    assert replay.train_s == 0.0 and not (tmp_path / "replay-terms").exists()
+    result = verdict(replay, settings.verification)
+    assert (result.passed, result.comparable) == (False, False)

@@ -11,7 +11,7 @@ from weights_entries import HOTKEYS
 from prism_challenge.config.settings import ScoringSettings
 from prism_challenge.scoring import ScoreResult, record_score
 from prism_challenge.storage import Store
-from prism_challenge.storage.tables import Submission
+from prism_challenge.storage.tables import Score, Submission
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +73,26 @@ def test_json_plan(node):
     assert plan["excluded"][0]["hotkey"] == HOTKEYS[2]
 
 
+def test_a_corpus_is_a_key_or_a_name_and_an_unknown_one_is_refused(node, tmp_path):
+    """`--corpus` takes a competition key or a corpus name (its latest key); one no score is
+    kept under is refused before any plan, rather than planning (and setting) a burn."""
+    store = Store(f"sqlite:///{tmp_path / 'prism.db'}")
+    with store.session() as s:
+        for row in s.query(Score):
+            row.corpus = "demo@0123456789ab"
+    store.close()
+    for asked in ("demo", "demo@0123456789ab"):
+        out = _run("-m", "prism_challenge.cli", "weights", "--config", str(node), "--json",
+                   "--corpus", asked)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["corpus"] == "demo@0123456789ab"
+    out = _run("-m", "prism_challenge.cli", "weights", "--config", str(node), "--corpus",
+               "fineweb-edu")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "no score is kept under corpus 'fineweb-edu'" in out.stderr
+    assert "demo@0123456789ab" in out.stderr
+
+
 def test_table_and_script_wrapper_agree(node):
     out = _run("-m", "prism_challenge.cli", "weights", "--config", str(node))
     assert out.returncode == 0, out.stderr
@@ -100,6 +120,19 @@ def test_missing_store_is_a_clean_error_and_creates_nothing(tmp_path):
     out = _run("-m", "prism_challenge.cli", "weights", "--config", str(cfg))
     assert out.returncode == 2 and "no store at" in out.stderr
     assert not db.parent.exists()
+
+
+@pytest.mark.parametrize("url, why", [
+    ("postgres://u:hunter2@127.0.0.1/x", "NoSuchModuleError"),  # the dialect is postgresql
+    ("postgresql+psycopg://u:hunter2@127.0.0.1:1/x", "the database cannot be opened"),
+])
+def test_an_unusable_store_url_is_one_line_with_the_password_hidden(tmp_path, url, why):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"storage:\n  url: {url}\n")
+    out = _run("-m", "prism_challenge.cli", "weights", "--config", str(cfg))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert why in out.stderr and "u:***@127.0.0.1" in out.stderr
+    assert "hunter2" not in out.stderr + out.stdout
 
 
 def test_bad_research_credits_file(node, tmp_path):
