@@ -60,7 +60,7 @@ PATHS: dict[str, frozenset[str] | Denial] = {
         float float16 float32 float64 half double bfloat16 float8_e4m3fn float8_e5m2
         int int8 int16 int32 int64 long short uint8 bool complex64 complex128 cfloat cdouble
 
-        tensor as_tensor zeros zeros_like ones ones_like full full_like empty empty_like
+        tensor as_tensor zeros zeros_like ones ones_like full full_like
         arange linspace logspace eye rand rand_like randn randn_like randint randint_like
         randperm normal bernoulli multinomial poisson tril_indices triu_indices meshgrid
         complex polar

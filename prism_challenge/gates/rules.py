@@ -46,6 +46,8 @@ _SNAPSHOT_HOOK_WHY = ("state-dict and load hooks run when the harness snapshots 
                       "model, so a model could tell an audit or the held-out pass from scoring")
 _VIEW_WHY = ("storage access reads memory outside a tensor's view (a harness tensor's storage "
              "may hold more than the batch); index the tensor itself")
+_UNINIT_WHY = ("uninitialised memory may hold what the process freed (a compiled graph does not "
+               "fill it); use torch.zeros, zeros_like or new_zeros")
 
 # Builtins that are refused wherever they are named (called or aliased).
 BUILTINS: dict[str, tuple[str, str]] = {
@@ -91,7 +93,10 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     "grad_fn": (INTROSPECT, "the autograd graph of the harness's loss exposes the harness's "
                 "computation; call .backward() on batch.loss"),
     "next_functions": (INTROSPECT, "the autograd graph exposes the harness's computation"),
-    **dict.fromkeys("untyped_storage storage set_ as_strided".split(), (INTROSPECT, _VIEW_WHY)),
+    **dict.fromkeys("untyped_storage storage set_ as_strided as_strided_".split(),
+                    (INTROSPECT, _VIEW_WHY)),
+    **dict.fromkeys("empty empty_like empty_strided empty_permuted new_empty new_empty_strided "
+                    "resize_ resize_as_".split(), (INTROSPECT, _UNINIT_WHY)),
     "TorchFunctionMode": (DISPATCH, "function modes intercept the harness's ops"),
     "TorchDispatchMode": (DISPATCH, "dispatch modes intercept the harness's ops"),
     "attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),

@@ -29,7 +29,11 @@ class ProtocolError(RuntimeError):
     """The peer sent something that is not a valid frame, or a frame over a limit."""
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    """The next `n` bytes, in the buffer they were received into: no copy is made and freed.
+    In the training sandbox a freed copy of a step's rows (targets included) could be found
+    by the model's forward in recycled memory (an uninitialised allocation) before the step
+    is scored; the buffer returned lives as long as its caller holds it."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -38,7 +42,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise ConnectionError("peer closed the connection")
         got += k
-    return bytes(buf)
+    return buf
 
 
 def parse_json(raw: bytes, what: str):
@@ -62,7 +66,8 @@ def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -
         sock.sendall(payload)
 
 
-def recv(sock: socket.socket, max_payload: PayloadLimit = MAX_PAYLOAD) -> tuple[dict, bytes]:
+def recv(sock: socket.socket, max_payload: PayloadLimit = MAX_PAYLOAD
+         ) -> tuple[dict, bytes | bytearray]:
     (size,) = struct.unpack(">I", _recv_exact(sock, 4))
     if size > MAX_HEADER:
         raise ProtocolError(f"header of {size} bytes is too large")

@@ -111,6 +111,12 @@ def test_honest_idioms_pass(body):
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
     ("x = [" + ", ".join(["1"] * 65) + "]\n", "AST-LITERAL"),
+    # uninitialised memory: what the process freed (a compiled graph does not fill it)
+    ("x = torch.empty(3)\n", "AST-INTROSPECT"),
+    ("from torch import empty_like\n", "AST-MEMBER"),
+    ("def f(t):\n    return t.new_empty(3)\n", "AST-INTROSPECT"),
+    ("def f(t):\n    t.resize_(1000)\n", "AST-INTROSPECT"),
+    ("def f(t):\n    return t.as_strided_((2,), (1,))\n", "AST-INTROSPECT"),
     ("from torch.nn.modules import loss\nf = loss.F\n", "AST-MEMBER"),
     ("def f(x):\n    return super(torch.Tensor, x)\n", "AST-SELF"),
     ("class A:\n    @staticmethod\n    def f(self):\n        self.x = 1\n", "AST-SELF"),

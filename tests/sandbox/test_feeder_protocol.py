@@ -124,3 +124,14 @@ def test_ranks_are_served_in_step(prepared_data, tmp_path):
         assert protocol.recv(one)[0]["rows"] == 2  # rank 0 is done: no longer waited for
     finally:
         feeder.close()
+
+
+def test_rows_arrive_in_the_buffer_they_were_received_into(feeder):
+    """The harness gets a step's rows in the very buffer the socket filled, not a copy of it
+    whose freed original (targets included) a forward could find in recycled memory."""
+    s = _client(feeder)
+    protocol.send(s, {"op": "ready", "rank": 0})
+    protocol.recv(s)
+    protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+    reply, rows = protocol.recv(s)
+    assert type(rows) is bytearray and len(rows) == reply["rows"] * 33 * 4

@@ -111,6 +111,15 @@ def test_a_run_the_replay_cannot_reproduce_is_not_verified(verify):
     assert not v.passed and any("not reproduced" in r for r in v.reasons)
 
 
+def test_a_buffer_reassigned_in_forward_is_restored_after_each_probe(verify):
+    """An honest model that keeps a count in a buffer it reassigns (`self.seen = self.seen +
+    1`): the replay's probe forwards must leave the scored forwards exactly as they were."""
+    record, score, replay, v = verify(bundle("counter_buffer"))
+    assert record.exit_reason == "ok", record.exit_detail
+    assert replay.probe_steps and replay.batches_compared > 0
+    assert replay.batch_mismatch_count == 0 and v.passed, v.reasons
+
+
 def test_introspection_finds_no_tell_in_the_original_run(verify):
     """Scanning every object for the feeder's replies finds nothing but rows and a token
     count in the original run; in the replay it sees the checks coming, and that changes

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.axes import ForwardTally
+from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.lm_loss import check_logits, token_nats
 from prism_challenge.sandbox.harness.loading import ContractError
 from prism_challenge.sandbox.harness.offload import Offload
@@ -183,11 +184,14 @@ class TrainContext:
                 return
             n = reply["rows"]
             step = channel.step
-            rows = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T + 1)
+            # Every host copy of the rows (targets included) stays referenced until the next
+            # step's rows replace it, after this step is scored: a copy freed now could be
+            # found by the forward in recycled memory (an uninitialised allocation).
+            host = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T + 1)
                                     .astype(np.int64))
-            if device.type == "cuda":  # from pageable memory the driver may wait for the GPU
-                rows = rows.pin_memory()
-            rows = rows.to(device, non_blocking=True)
+            # from pageable memory the driver may wait for the GPU
+            staged = host.pin_memory() if device.type == "cuda" else host
+            rows = staged.to(device, non_blocking=True)
             self.__check_inputs()
             # the scored targets stay in `rows`, which the model never sees: it gets its
             # own copy of the inputs, so nothing it writes can change what is scored
@@ -263,20 +267,17 @@ class TrainContext:
         after = torch.zeros_like(cut, dtype=torch.bool)
         after[idx] = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
         cut.masked_fill_(after, self.__sep)
-        buffers = [(b, b.detach().clone()) for b in torch.nn.Module.buffers(self.__core)]
         devices = [inputs.device] if inputs.device.type == "cuda" else []
         no_sync = self.__ddp.no_sync() if self.__ddp is not None else contextlib.nullcontext()
-        with torch.random.fork_rng(devices=devices), no_sync, torch.enable_grad(), \
-                torch.autocast(device_type=inputs.device.type, dtype=amp_dtype,
-                               enabled=amp_dtype is not None):
+        with torch.random.fork_rng(devices=devices), buffers_kept(self.__core), no_sync, \
+                torch.enable_grad(), torch.autocast(device_type=inputs.device.type,
+                                                    dtype=amp_dtype,
+                                                    enabled=amp_dtype is not None):
             self.model.train()
             logits = forward(cut)
             picked = logits[idx, pos].float()
             nats = torch.nn.functional.cross_entropy(picked, targets[idx, pos],
                                                      reduction="none").detach()
-        with torch.no_grad():
-            for buffer, saved in buffers:
-                buffer.copy_(saved)
         return [float(v) for v in nats.cpu()]
 
     def __snapshot(self, step: int, precision: str, compiled: bool) -> None:

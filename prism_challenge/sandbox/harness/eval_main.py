@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.quick_exit import exit_now
 from prism_challenge.sandbox.harness.seeding import inductor_deterministic
 from prism_challenge.sandbox.harness.state_contract import fingerprint
@@ -316,8 +317,10 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
         dtype = getattr(torch, precision) if precision != "fp32" else None
         model.train(train)
         grad = torch.enable_grad() if train else torch.no_grad()
-        with grad, torch.autocast(device_type=device.type, dtype=dtype,
-                                  enabled=dtype is not None):
+        # a snapshot answers each of its rounds from the state the scored forward saw
+        kept = buffers_kept(model) if models.snapshot is not None else contextlib.nullcontext()
+        with kept, grad, torch.autocast(device_type=device.type, dtype=dtype,
+                                        enabled=dtype is not None):
             logits = models.forward(x)
         check_logits(logits, n, T, V)
         rows = torch.tensor(task["select_rows"], dtype=torch.long, device=device)
