@@ -64,6 +64,9 @@ class FeederPlan:
     lanes: int = 256
     early_stop: EarlyStopPlan | None = None  # the validator's bar, fixed before the run
     gpus: int = 0  # GPUs assigned to the sandbox: each rank's first hello must see CUDA
+    # replay: the most the deadline moves out by the time rank 0 spends on probe forwards
+    # (from serving a probed step's rows to its probe answer), the checks' own cost
+    probe_allowance_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Served:
     snapshot_asked: bool = False
     kept: tuple[np.ndarray, np.ndarray] | None = None  # (rows, positions) the record keeps
     pending: bytes | None = None  # its losses, arrived and not yet summed (Feeder._settle)
+    served_at: float = 0.0  # monotonic time its rows were handed out
 
 
 @dataclass
@@ -133,6 +137,7 @@ class FeederState:
     diverged: str | None = None  # replay: the run asked for something the original did not
     stopped: Decision | None = None  # early stop: the run could no longer take the lead
     stack: Stack | None = None  # the software rank 0 reported at its first hello
+    probe_extension_s: float = 0.0  # replay: how far the probes' own time moved the deadline
     incomparable: str | None = None  # replay: this stack cannot judge the original run
     last_loss: tuple[int, float] | None = None  # (step, nats per scored token): progress only
 
@@ -191,6 +196,12 @@ class Feeder:
             except (KeyError, ValueError):
                 return 0
             return 0 if served is None else served.scored.size * 4
+        if op == "probe":  # one float64 per kept position asked, at most one per scored one
+            try:
+                served = self.state.served.get((_int(header, "step"), _int(header, "rank")))
+            except (KeyError, ValueError):
+                return 0
+            return 0 if served is None or not served.probe_asked else served.scored.size * 8
         return MAX_CONTROL_BYTES
 
     def _serve(self, conn: socket.socket) -> None:
@@ -290,7 +301,9 @@ class Feeder:
             self._record_loss(rank, _int(header, "step"), payload)
             return None, b""
         if op == "probe":
-            self._record_probe(rank, _int(header, "step"), header["nats"])
+            if len(payload) % 8:
+                raise ValueError(f"a probe payload of {len(payload)} bytes is not float64s")
+            self._record_probe(rank, _int(header, "step"), np.frombuffer(payload, "<f8"))
             return None, b""
         if op == "next":
             return self._next(rank, _int(header, "step"), _int(header, "rows"))
@@ -385,6 +398,13 @@ class Feeder:
                 return
             values = [float(v) for v in nats][: served.scored.size]
             served.probed = values
+            st = self.state
+            if rank == 0 and st.deadline_at is not None:  # the ranks probe side by side
+                spent = max(0.0, time.monotonic() - served.served_at)
+                more = min(spent, self.plan.probe_allowance_s - st.probe_extension_s)
+                if more > 0:
+                    st.deadline_at += more
+                    st.probe_extension_s += more
 
     # ---- batches ---------------------------------------------------------------------------
     def _next(self, rank: int, step: int, rows: int) -> tuple[dict, bytes]:
@@ -426,6 +446,7 @@ class Feeder:
         if self.replay is not None:
             self._replay_instructions(served, reply)
         with self._lock:
+            served.served_at = time.monotonic()
             self.state.served[(step, rank)] = served
         return reply, np.ascontiguousarray(block, dtype="<i4").tobytes()
 

@@ -361,8 +361,9 @@ class Runner:
         # prewarmed one, and a replay it could recognise would check nothing
         cold = replay is not None and replay.stack is not None and replay.stack.start == "cold"
         try:
-            result = self.backend.run(self._train_spec(paths, name, plan.deadline_s,
-                                                       prewarm=not cold), stop_at=stop_at)
+            result = self.backend.run(self._train_spec(
+                paths, name, plan.deadline_s + plan.probe_allowance_s, prewarm=not cold),
+                stop_at=stop_at)
         finally:
             feeder.close()
         if cancel.is_set():
@@ -628,8 +629,11 @@ class Runner:
         checks = choose_checks(record, plan or draw_plan(record, snapshots=v.snapshot_steps))
         checks = dataclasses.replace(checks, stack=record.stack)
         plan = self._feeder_plan(secret)
+        # the probes' own time moves the deadline out (up to the original deadline again), so
+        # an honest run that used most of its deadline still reaches its checks
         plan = dataclasses.replace(plan, deadline_s=plan.deadline_s * REPLAY_SLACK,
-                                   keep_rate=record.keep_rate)
+                                   keep_rate=record.keep_rate,
+                                   probe_allowance_s=plan.deadline_s)
         self.on_event("replaying the run with checks drawn now")
         t0 = time.monotonic()
         feeder, train_result = self._train(paths, name, plan, cancel, replay=checks)

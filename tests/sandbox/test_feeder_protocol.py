@@ -135,3 +135,56 @@ def test_rows_arrive_in_the_buffer_they_were_received_into(feeder):
     protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
     reply, rows = protocol.recv(s)
     assert type(rows) is bytearray and len(rows) == reply["rows"] * 33 * 4
+
+
+def test_probe_losses_come_as_a_payload_only_where_a_probe_was_asked(feeder):
+    """A probe's losses travel as float64s in the payload (a header could not carry a step
+    of thousands of kept positions); a step no probe was asked for takes none."""
+    s = _client(feeder)
+    protocol.send(s, {"op": "ready", "rank": 0})
+    protocol.recv(s)
+    protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+    reply, _ = protocol.recv(s)
+    assert "probe" not in reply  # not a replay: nothing asked
+    _announce(s, {"op": "probe", "rank": 0, "step": 0, "payload": 8})
+    assert _closed(s)
+    assert any("'probe' payload of 8 bytes is over its limit of 0" in p
+               for p in feeder.state.problems)
+
+
+def test_a_replay_deadline_moves_out_by_the_probes_own_time_up_to_its_allowance(
+        prepared_data, tmp_path):
+    """A probed step's forwards are the check's cost, not the run's: rank 0's time from its
+    rows to its probe answer moves the deadline out, at most `probe_allowance_s` in all, so
+    an honest run that used most of its deadline still reaches its checks."""
+    import dataclasses
+
+    from prism_challenge.sandbox.feeder import Feeder, ReplayPlan
+
+    base = small_feeder(prepared_data, tmp_path / "base.sock")
+    base.close()
+    plan = dataclasses.replace(base.plan, keep_rate=1.0, probe_allowance_s=0.5)
+    replay = ReplayPlan(original={(0, 0): (4, 0.0), (1, 0): (4, 0.0)},
+                        probe_steps=frozenset({0, 1}), snapshot_steps=frozenset())
+    feeder = Feeder(base.stream, plan, tmp_path / "feeder.sock", replay=replay)
+    try:
+        s = _client(feeder)
+        protocol.send(s, {"op": "ready", "rank": 0})
+        protocol.recv(s)
+        start = feeder.state.deadline_at
+        for step, pause in ((0, 0.3), (1, 0.6)):
+            protocol.send(s, {"op": "next", "rank": 0, "step": step, "rows": 4})
+            reply, _ = protocol.recv(s)
+            asked = len(reply["probe"]["rows"])
+            time.sleep(pause)
+            protocol.send(s, {"op": "probe", "rank": 0, "step": step},
+                          np.zeros(asked, "<f8").tobytes())
+            protocol.send(s, {"op": "ready", "rank": 0})  # a round trip: the probe is in
+            protocol.recv(s)
+            moved = feeder.state.deadline_at - start
+            if step == 0:
+                assert 0.3 <= moved < 0.5
+        assert moved == pytest.approx(0.5) and feeder.state.probe_extension_s == moved
+        assert feeder.state.problems == []
+    finally:
+        feeder.close()

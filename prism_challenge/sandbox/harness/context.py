@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +84,10 @@ class FeederChannel:
         self._offload.push(step, per_token, edited)
 
     def probed(self, step: int, nats: list[float]) -> None:
-        protocol.send(self.sock, {"op": "probe", "rank": self.rank, "step": step,
-                                  "nats": nats})
+        """The probe's losses as a binary payload (8 bytes each): a step with thousands of
+        kept positions would not fit in a header."""
+        protocol.send(self.sock, {"op": "probe", "rank": self.rank, "step": step},
+                      struct.pack(f"<{len(nats)}d", *nats))
 
     def finish(self, status: str, detail: str, body: dict) -> None:
         self.flush(everything=True)
