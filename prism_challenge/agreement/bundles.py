@@ -73,9 +73,9 @@ class BundleFetcher:
         know its earlier committer, who then takes the row over (`admit_from_peer`)."""
         out: dict[tuple[str, str], list[str]] = {}
         with self.store.session() as s:
-            held = set(s.execute(select(Submission.digest, Submission.hotkey)
-                                 .where(Submission.digest.in_(
-                                     select(PeerMeasurement.digest)))).tuples())
+            held = {(d, h) for d, h in s.execute(
+                select(Submission.digest, Submission.hotkey)
+                .where(Submission.digest.in_(select(PeerMeasurement.digest))))}
             for digest, miner, validator in s.execute(
                     select(PeerMeasurement.digest, PeerMeasurement.miner_hotkey,
                            PeerMeasurement.validator)

@@ -142,9 +142,9 @@ def _peers_key(session: Session, counting: dict[str, float]) -> str | None:
     has scored nothing yet ranks the runs it holds on (else it would rank nothing, a burn,
     until its own first score)."""
     stake: dict[str, float] = defaultdict(float)
-    for validator, key in set(session.execute(
+    for validator, key in {(v, k) for v, k in session.execute(
             select(PeerMeasurement.validator, PeerMeasurement.corpus)
-            .where(PeerMeasurement.scoring_version == SCORING_VERSION)).tuples()):
+            .where(PeerMeasurement.scoring_version == SCORING_VERSION))}:
         stake[key] += counting.get(validator, 0.0)
     return max(sorted(stake), key=lambda k: stake[k]) if any(stake.values()) else None
 
