@@ -37,10 +37,9 @@ from prism_challenge.agreement.peers import Peer
 from prism_challenge.api.errors import ApiError
 from prism_challenge.bundle import Bundle, BundleError
 from prism_challenge.chain.metagraph import MetagraphView
-from prism_challenge.chain.precedence import precedence
 from prism_challenge.chain.subnet import Subnet
 from prism_challenge.chain.subtensor import ChainUnavailable
-from prism_challenge.intake.admission import admit_from_peer
+from prism_challenge.intake.admission import admit_from_peer, precedes_holder
 from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage import Store
@@ -91,12 +90,7 @@ class BundleFetcher:
         if commitment is None:
             return False
         with self.store.session() as s:
-            row = s.scalar(select(Submission).where(Submission.digest == digest))
-            if row is None:
-                return False
-            uid = commitment.uid if commitment.uid is not None else \
-                self.metagraph.uid_of(commitment.hotkey)
-            return precedence(commitment.block, uid) >= precedence(row.block, row.uid)
+            return precedes_holder(s, digest, commitment, self.metagraph) is False
 
     def round(self, peers: list[Peer]) -> int:
         """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored."""

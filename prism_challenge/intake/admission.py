@@ -172,6 +172,18 @@ def admit(
     return _receipt(row, idempotent=False)
 
 
+def precedes_holder(session: Session, digest: str, commitment: Commitment,
+                    metagraph: MetagraphView) -> bool | None:
+    """Whether `commitment` (a hotkey's claim of `digest`) comes before the committer this
+    validator holds the bundle for; None when it holds none. Its uid is the commitment's,
+    else the metagraph's."""
+    original = session.scalar(select(Submission).where(Submission.digest == digest))
+    if original is None:
+        return None
+    uid = commitment.uid if commitment.uid is not None else metagraph.uid_of(commitment.hotkey)
+    return precedence(commitment.block, uid) < precedence(original.block, original.uid)
+
+
 def admit_from_peer(session: Session, *, hotkey: str, bundle: Bundle,
                     commitment: Commitment | None,
                     metagraph: MetagraphView, policy: IntakePolicy, now: float,

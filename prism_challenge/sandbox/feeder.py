@@ -190,18 +190,17 @@ class Feeder:
         op = header.get("op")
         if op == "finish":
             return MAX_FINISH_BYTES
-        if op == "loss":
+        if op in ("loss", "probe"):
             try:
                 served = self.state.served.get((_int(header, "step"), _int(header, "rank")))
             except (KeyError, ValueError):
                 return 0
-            return 0 if served is None else served.scored.size * 4
-        if op == "probe":  # one float64 per kept position asked, at most one per scored one
-            try:
-                served = self.state.served.get((_int(header, "step"), _int(header, "rank")))
-            except (KeyError, ValueError):
+            if served is None:
                 return 0
-            return 0 if served is None or not served.probe_asked else served.scored.size * 8
+            if op == "loss":  # one float32 per scored position
+                return served.scored.size * 4
+            # one float64 per kept position asked, at most one per scored one
+            return served.scored.size * 8 if served.probe_asked else 0
         return MAX_CONTROL_BYTES
 
     def _serve(self, conn: socket.socket) -> None:

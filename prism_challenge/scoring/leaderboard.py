@@ -179,8 +179,7 @@ def contenders(entries: Iterable[Entry], *, epsilon: float, margin: float,
     deregistered hotkey's run takes no replay.
     """
     entries = list(entries)
-    if corpus is None:
-        corpus = latest_corpus(entries)
+    corpus = resolve_corpus(entries, corpus)
     pool = [e for e in entries if e.corpus == corpus and e.ranked
             and (hotkeys is None or e.hotkey in hotkeys)]
     leader, _ = replay_leader(pool, epsilon=epsilon, margin=margin, z=z)
