@@ -183,7 +183,7 @@ def test_a_replay_deadline_moves_out_by_the_probes_own_time_up_to_its_allowance(
             protocol.recv(s)
             moved = feeder.state.deadline_at - start
             if step == 0:
-                assert 0.3 <= moved < 0.5
+                assert 0.3 <= moved <= 0.5  # at least the pause, never past the cap
         assert moved == pytest.approx(0.5) and feeder.state.probe_extension_s == moved
         assert feeder.state.problems == []
     finally:
