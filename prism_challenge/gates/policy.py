@@ -237,7 +237,10 @@ class _FileChecker:
     def check_path(self, node: ast.AST, path: str, *, importing: bool) -> None:
         verdict = A.lookup(path)
         if verdict is None:
-            return
+            if self.file == "architecture.py":
+                verdict = R.ARCHITECTURE_PATHS.get(path)
+            if verdict is None:
+                return
         if verdict is False:
             if importing:
                 self.flag(node, R.IMPORT, (

@@ -10,7 +10,7 @@ reported by `prism check`.
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-5"
+POLICY_VERSION = "ast-6"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
@@ -99,6 +99,9 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
                     "resize_ resize_as_".split(), (INTROSPECT, _UNINIT_WHY)),
     "TorchFunctionMode": (DISPATCH, "function modes intercept the harness's ops"),
     "TorchDispatchMode": (DISPATCH, "dispatch modes intercept the harness's ops"),
+    "register": (INTROSPECT, "ABC.register writes into a registry the whole process shares "
+                 "(it outlives an evaluation task, so it could carry what one task saw to the "
+                 "next); subclass the ABC instead"),
     "attrgetter": (DYNAMIC, "attribute access by string; write obj.name"),
     "methodcaller": (DYNAMIC, "method call by string; write obj.name()"),
     "manual_seed": (SEED, SEED_WHY),
@@ -116,6 +119,18 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
         (INTROSPECT, "frames and code objects expose the harness's state"),
     ),
 }
+
+# Names refused in architecture.py only. Its code also runs in the evaluation process, which
+# answers many held-out tasks one after another: a counter that outlives a task could carry
+# what one task was shown into the next (training.py never runs there).
+ARCHITECTURE_PATHS: dict[str, tuple[str, str]] = dict.fromkeys(
+    ["torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated",
+     "torch.cuda.memory_reserved", "torch.cuda.max_memory_reserved",
+     "torch.cuda.reset_peak_memory_stats"],
+    (INTROSPECT, "the GPU's memory counters outlive an evaluation task, so architecture.py may "
+     "not read them (they could carry what one held-out task saw to the next); read them in "
+     "training.py"),
+)
 
 # Dunder names a bundle may use; every other dunder name or attribute is introspection.
 DUNDER_NAMES = frozenset({"__name__", "__all__", "__slots__"})

@@ -83,6 +83,10 @@ class _Models:
     COPY_ABOVE_S = 0.02
 
     def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
+        import warnings
+
+        # the process's warning filters before any code of the miner's ran: see `get`
+        self.warning_filters = list(warnings.filters)
         self.load_architecture = load_architecture
         self.architecture = load_architecture()
         self.cfg = cfg
@@ -109,6 +113,7 @@ class _Models:
         if name not in (*self.FRESH, "snapshot"):
             raise ValueError(f"unknown model {name!r}")
         self.model = self.forward = self.snapshot = None
+        _restore_warning_filters(self.warning_filters)
         if name in self.FRESH:
             self.architecture = self.load_architecture()
             model = self._from_pristine()
@@ -213,6 +218,21 @@ class _Models:
         if self.snapshot is not None:
             return self.snapshot.get("precision", "fp32")
         return self.cfg.get("precision", "fp32")
+
+
+def _restore_warning_filters(filters: list) -> None:
+    """The warning filters as they were before the miner's code ran, for every model built.
+
+    The filters are the one piece of process-wide state a bundle may write (the AST policy
+    allows `warnings.filterwarnings` to quiet a library) and read back (`warnings.warn`
+    raises under an "error" filter), so without this a task could leave what it was shown in
+    them for the next task's fresh model: test-time training across held-out tasks.
+    `resetwarnings` also moves the filters' version on, which empties every module's record
+    of warnings already shown the next time it is consulted."""
+    import warnings
+
+    warnings.resetwarnings()
+    warnings.filters[:] = filters
 
 
 def _all_tensors(model):
