@@ -100,13 +100,14 @@ def rounds(row_idx, positions) -> list[list[int]]:
 def cut_rows(rows: np.ndarray, row_idx: np.ndarray, positions: np.ndarray,
              filler: int) -> np.ndarray:
     """Copies of `rows` ([n, T+1] inputs+targets or [n, T] inputs) where each chosen row has
-    every token after its position replaced by `filler`: the inputs then hold the context of
-    that position and not the target it predicts (nor anything after it). Each row appears
-    at most once in `row_idx` (see `rounds`)."""
-    out = np.array(rows, copy=True)
+    every token after its position replaced by `filler`, and every row not chosen is filler
+    throughout: the inputs then hold the context of each chosen position and not the target
+    it predicts (nor anything after it), and nothing of the rows beside it, so a model that
+    reads another row of its batch answers differently than it did when scored. Each row
+    appears at most once in `row_idx` (see `rounds`)."""
+    out = np.full_like(np.asarray(rows), filler)
     T = out.shape[1]
-    after = np.arange(T)[None, :] > positions[:, None]
-    block = out[row_idx]
-    block[after] = filler
-    out[row_idx] = block
+    before = np.arange(T)[None, :] <= positions[:, None]
+    block = np.asarray(rows)[row_idx]
+    out[row_idx] = np.where(before, block, filler)
     return out

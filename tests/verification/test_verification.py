@@ -152,6 +152,31 @@ def test_reading_the_next_row_of_the_batch_gains_nothing_and_is_caught(run, runn
     assert record.eval.probe_trained.max_abs_diff > 1
 
 
+def test_reading_another_row_only_at_the_training_batch_size_fails_the_replay(verify):
+    """A model that reads the first token of the next row of its batch, only at 12 rows or
+    more: the screen (8 rows) sees a causal model and the replay reproduces every batch
+    loss. Its probes and snapshots answer each kept position with the rows that hold no
+    position asked in that forward turned to filler, so what the next row added shows as a
+    mismatch. (When every other row stayed intact, the same replay found no mismatch: a
+    row's first token is never cut.)"""
+    record, score, replay, v = verify(bundle("cross_row_batch"))
+    assert record.exit_reason == "ok" and record.eval.probe_trained.ok, record.eval
+    assert score.eligible, score.reasons
+    assert replay.batch_mismatch_count == 0 and replay.batches_compared > 0
+    assert not v.passed and any(r.startswith("positions:") for r in v.reasons), v.reasons
+    assert replay.probes.mismatched >= 1 and replay.probes.max_abs_diff > 0.01
+
+
+def test_an_honest_model_answers_a_cut_row_alone_as_it_did_in_its_batch(verify):
+    """The honest tiny model trained at 16 rows a step: filler beside the probed rows
+    changes none of its answers, the replay passes with every probe exact."""
+    files = bundle("tiny")
+    files["training.py"] = bundle("cross_row_batch")["training.py"]
+    _, _, replay, v = verify(files)
+    assert v.passed, v.reasons
+    assert replay.probes.compared > 0 and replay.probes.max_abs_diff == 0.0
+
+
 def test_weights_in_buffers_count_against_the_cap(make_runner, tmp_path):
     r = make_runner(tiny_settings(challenge={"param_cap": 100_000}))
     files = bundle("buffer_cap")

@@ -265,9 +265,10 @@ class TrainContext:
         pos = torch.tensor(positions, dtype=torch.long, device=inputs.device)
         # cut in place: no temporary copy of the uncut rows is made and freed, which a
         # forward could find in recycled memory (torch.empty) where the allocator does not
-        # fill new blocks (torch's deterministic mode off)
+        # fill new blocks (torch's deterministic mode off). Rows without an asked position
+        # are filler throughout: a row's answer may depend on nothing beside its own context
         cut = inputs.clone()
-        after = torch.zeros_like(cut, dtype=torch.bool)
+        after = torch.ones_like(cut, dtype=torch.bool)
         after[idx] = torch.arange(self.seq_len, device=inputs.device)[None, :] > pos[:, None]
         cut.masked_fill_(after, self.__sep)
         devices = [inputs.device] if inputs.device.type == "cuda" else []

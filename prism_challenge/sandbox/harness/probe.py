@@ -33,10 +33,14 @@ def probe(model, inputs, positions: list[int], vocab_size: int, seed: int) -> di
             tail = changed[:, t + 1:]
             tail.copy_(torch.randint(0, vocab_size, tail.shape, generator=gen).to(tail.device))
             worst = max(worst, diff(inputs, changed, lambda y, t=t: y[:, : t + 1]))
-        if inputs.shape[0] > 1:  # row 0 must not see the other rows
+        if inputs.shape[0] > 1:  # no row may see the others: row 0 against the rest, and back
             others = inputs.clone()
             others[1:] = torch.randint(0, vocab_size, others[1:].shape, generator=gen
                                        ).to(others.device)
             worst = max(worst, diff(inputs, others, lambda y: y[:1]))
+            first = inputs.clone()
+            first[:1] = torch.randint(0, vocab_size, first[:1].shape, generator=gen
+                                      ).to(first.device)
+            worst = max(worst, diff(inputs, first, lambda y: y[1:]))
     model.train(True)
     return {"max_abs_diff": worst, "positions": list(positions)}
