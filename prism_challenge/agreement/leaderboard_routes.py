@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.params import CorpusQuery
+from prism_challenge.chain.metagraph import registered_among
 from prism_challenge.sandbox.heldout_round import RoundClock
 from prism_challenge.scoring.leaderboard import Leaderboard, build_leaderboard
 
@@ -18,13 +19,17 @@ def build(deps: ApiDeps) -> APIRouter:
 
     @router.get("/leaderboard", response_model=Leaderboard)
     def leaderboard(corpus: CorpusQuery = None) -> Leaderboard:
-        """What ranks: with `agreement.enabled`, the shared-input aggregate of each run."""
+        """What ranks: with `agreement.enabled`, the shared-input aggregate of each run,
+        among the hotkeys registered on the subnet (as the weights rank them); the best
+        runs of hotkeys that left are listed apart (`departed`)."""
         sc = deps.settings.scoring
         with deps.store.session() as session:
             entries = ranked_entries(session, deps.settings, deps.hotkey,
                                      now=deps.clock()).entries
         return build_leaderboard(entries, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
-                                 z=sc.dethrone_z, corpus=corpus)
+                                 z=sc.dethrone_z, corpus=corpus,
+                                 hotkeys=registered_among(deps.metagraph,
+                                                          {e.hotkey for e in entries}))
 
     @router.get("/heldout-round")
     def heldout_round() -> dict:

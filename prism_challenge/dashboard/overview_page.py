@@ -92,6 +92,14 @@ def leaderboard_html(view: Overview) -> str:
               f'<span class="reason">{esc(e.reason)}</span>'] for e in board.ineligible],
             numeric=(2,),
         ))
+    if board.departed:
+        parts.append("<h3>Left the subnet (best per hotkey; not ranked, not paid)</h3>")
+        parts.append(table(
+            ["submission", "hotkey", "bpb", "accepted"],
+            [[submission_link(e.submission_id, e.name) + " " + badge("deregistered", "warn"),
+              hotkey(e.hotkey), num(e.bpb), when(e.accepted_at)] for e in board.departed],
+            numeric=(2,),
+        ))
     if board.censored:
         parts.append("<h3>Censored: stopped early (latest per hotkey)</h3>")
         parts.append(table(

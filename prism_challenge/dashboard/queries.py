@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.agreement.ranking import ranked_entries
-from prism_challenge.chain.metagraph import MetagraphView
+from prism_challenge.chain.metagraph import MetagraphView, registered_among
 from prism_challenge.config.settings import Settings
 from prism_challenge.dashboard.journal_page import JournalView
 from prism_challenge.dashboard.records import RunDigest
@@ -152,6 +152,7 @@ def load_overview(
         margin=settings.scoring.dethrone_margin,
         z=settings.scoring.dethrone_z,
         corpus=corpus,
+        hotkeys=registered_among(metagraph, {e.hotkey for e in entries}),
     )
     plan, plan_error = None, None
     try:

@@ -97,6 +97,9 @@ class Leaderboard(_Frozen):
     ineligible: list[Entry]  # each hotkey's latest ineligible submission, with its reason
     censored: list[Entry] = []  # each hotkey's latest run stopped early (eligible otherwise)
     history: list[LeaderChange]
+    # each hotkey's best eligible submission, of hotkeys scored here that are no longer
+    # registered on the subnet: shown, never ranked (the weights leave them out too)
+    departed: list[Entry] = []
 
 
 def grid(bpb: float, epsilon: float) -> float:
@@ -245,14 +248,15 @@ def build_leaderboard(
     """The leaderboard of one corpus (default: the latest one scored).
 
     Scores on different corpora are never compared. `hotkeys`, when given, restricts the
-    competition to those hotkeys (the registered ones, when computing weights), so a
-    deregistered leader hands the lead to whoever the replay picks without it.
+    competition to those hotkeys (the registered ones), so a deregistered leader hands the
+    lead to whoever the replay picks without it; the others' best runs are `departed`.
     """
     entries = list(entries)
     corpus = resolve_corpus(entries, corpus)
-    pool = [
-        e for e in entries if e.corpus == corpus and (hotkeys is None or e.hotkey in hotkeys)
-    ]
+    scored = [e for e in entries if e.corpus == corpus]
+    pool = [e for e in scored if hotkeys is None or e.hotkey in hotkeys]
+    departed = best_per_hotkey([e for e in scored if hotkeys is not None
+                                and e.hotkey not in hotkeys], epsilon)
     leader, history = replay_leader(pool, epsilon=epsilon, margin=margin, z=z)
     standings = [
         Standing(
@@ -279,4 +283,5 @@ def build_leaderboard(
         ineligible=sorted(latest_bad.values(), key=lambda e: -e.accepted_at),
         censored=sorted(latest_censored.values(), key=lambda e: -e.accepted_at),
         history=history,
+        departed=departed,
     )

@@ -193,6 +193,9 @@ class Demo:
                 "unreviewed" if e.get("unreviewed") else "")
             table.add_row(str(standing["rank"]), str(e["submission_id"]), e["hotkey"][:12],
                           f"{e['bpb']:.4f}", f"{e['heldout_delta']:.4f}", note.strip())
+        for e in board.get("departed", []):
+            table.add_row("-", str(e["submission_id"]), e["hotkey"][:12], f"{e['bpb']:.4f}",
+                          f"{e['heldout_delta']:.4f}", "left the subnet: not ranked")
         for e in board.get("ineligible", []):
             table.add_row("-", str(e["submission_id"]), e["hotkey"][:12], f"{e['bpb']:.4f}",
                           f"{e['heldout_delta']:.4f}", Text(f"ineligible: {e.get('reason')}"))

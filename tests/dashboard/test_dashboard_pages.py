@@ -100,8 +100,13 @@ def test_default_corpus_is_the_latest_scored_and_dashboard_alias(store, serve):
     html = get(url).text
     assert html == get(f"{url}/dashboard").text
     assert "corpus: fineweb-edu" in html and 'href="/?corpus=demo"' in html
-    assert [r[1] for r in table(html, "leaderboard")[1:]] == ["web-run"]
-    # Its only scorer is not registered on the subnet: the plan burns and says why.
+    # Its only scorer is not registered on the subnet: it ranks nowhere, and is listed apart
+    assert "nothing eligible scored yet" in html
+    departed = table(html, "leaderboard")  # the only table: the standings are empty
+    assert departed[0] == ["submission", "hotkey", "bpb", "accepted"]
+    assert [r[:3] for r in departed[1:]] == [
+        ["web-run deregistered", short(HOTKEYS[3]), "0.9000"]]
+    # ... and the plan burns and says why.
     weights = table(html, "weights")
     assert weights[1][0] == "0" and weights[1][3] == "65535"
     assert weights[1][5] == "burn: nothing eligible"
@@ -194,11 +199,10 @@ def test_unknown_and_malformed_submission_ids(store, serve):
 def test_corpus_parameter_is_escaped_and_an_unknown_one_is_empty(store, serve):
     populate(store)
     url = serve()
-    html = get(url).text
     evil = get(f"{url}/?corpus=%3Cb%3Ex").text
     assert "corpus: &lt;b&gt;x" in evil and "<b>x" not in evil
     assert "nothing eligible scored yet" in evil
-    assert "nothing eligible scored yet" not in html
+    assert "nothing eligible scored yet" not in get(f"{url}/?corpus=demo").text
 
 
 def test_each_page_reads_the_store_in_one_transaction(store, serve):
@@ -231,7 +235,7 @@ def test_misconfigured_weights_keep_the_rest_of_the_page(store, serve):
     r = get(serve(weights={"burn_uid": 7}))
     assert r.status_code == 200
     assert "weights misconfigured" in r.text and "burn_uid 7" in r.text
-    assert table(r.text, "leaderboard")[1][1] == "web-run"
+    assert table(r.text, "leaderboard")[1][0] == "web-run deregistered"
 
 
 def test_refresh_and_disabled(store, serve):
@@ -290,7 +294,7 @@ def test_a_research_credit_failure_is_shown_in_the_weights_panel(store, serve):
     r = get(serve(weights={"research_share": 0.5, "winner_share": 0.5}))
     assert r.status_code == 200
     assert "research credit unavailable: unknown ledger event &#x27;bogus&#x27;" in r.text
-    assert table(r.text, "leaderboard")[1][1] == "web-run"
+    assert table(r.text, "leaderboard")[1][0] == "web-run deregistered"
 
 
 def test_submission_page_shows_what_was_measured(store, serve):

@@ -54,6 +54,23 @@ def test_leaderboard_and_weights_over_http(store):
     assert latest["excluded"][0]["hotkey"] == HOTKEYS[5]
 
 
+def test_the_leaderboard_ranks_registered_hotkeys_and_lists_those_that_left(store):
+    """HOTKEYS[5] has the best run but is not registered: it leads neither the board nor the
+    weights, and the board lists it apart; the registered leader is the one the weights pay."""
+    _score(store, 1, HOTKEYS[1], 2.0)
+    _score(store, 2, HOTKEYS[5], 0.5)
+    _score(store, 3, HOTKEYS[2], 1.5)
+    with _serve(store, Settings(weights={"winner_share": 1.0, "research_share": 0.0})
+                ) as server:
+        board = httpx.get(f"{server.url}/v1/leaderboard").json()
+        plan = httpx.get(f"{server.url}/v1/weights").json()
+    assert [(s["entry"]["hotkey"], s["leader"]) for s in board["standings"]] == [
+        (HOTKEYS[2], True), (HOTKEYS[1], False)]
+    assert board["leader"]["hotkey"] == HOTKEYS[2]
+    assert [(e["hotkey"], e["bpb"]) for e in board["departed"]] == [(HOTKEYS[5], 0.5)]
+    assert (plan["uids"], plan["weights_u16"]) == ([2], [65535])
+
+
 def test_misconfigured_burn_uid_is_a_clear_503(store):
     with _serve(store, Settings(weights={"burn_uid": 7})) as server:
         r = httpx.get(f"{server.url}/v1/weights")
