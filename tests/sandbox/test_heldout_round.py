@@ -49,10 +49,12 @@ def test_ratio_se_matches_the_spread_of_row_ratios():
     assert ratio_se(bits[:1], nbytes[:1]) is None
 
 
-@pytest.mark.parametrize("learner", ["eval_learner", "eval_warnings_learner"])
+@pytest.mark.parametrize("learner", ["eval_learner", "eval_warnings_learner",
+                                     "eval_sdpa_learner"])
 def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tmp_path, learner):
     """eval_learner keeps what it was shown in its globals and buffers; eval_warnings_learner
-    in the process's warning filters, which the eval sandbox restores for every model."""
+    in the process's warning filters, eval_sdpa_learner in its attention backends: settings
+    the eval sandbox restores for every model it builds."""
     honest, learner = (runner.run(files, digest_of(files), tmp_path / name)
                        for name, files in (("a", bundle("tiny")), ("b", bundle(learner))))
     assert learner.columns.nats.tolist() == honest.columns.nats.tolist()

@@ -83,10 +83,8 @@ class _Models:
     COPY_ABOVE_S = 0.02
 
     def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
-        import warnings
-
-        # the process's warning filters before any code of the miner's ran: see `get`
-        self.warning_filters = list(warnings.filters)
+        # the process's shared state before any code of the miner's ran: see `get`
+        self.shared = _SharedState()
         self.load_architecture = load_architecture
         self.architecture = load_architecture()
         self.cfg = cfg
@@ -113,7 +111,7 @@ class _Models:
         if name not in (*self.FRESH, "snapshot"):
             raise ValueError(f"unknown model {name!r}")
         self.model = self.forward = self.snapshot = None
-        _restore_warning_filters(self.warning_filters)
+        self.shared.restore()
         if name in self.FRESH:
             self.architecture = self.load_architecture()
             model = self._from_pristine()
@@ -220,19 +218,39 @@ class _Models:
         return self.cfg.get("precision", "fp32")
 
 
-def _restore_warning_filters(filters: list) -> None:
-    """The warning filters as they were before the miner's code ran, for every model built.
+class _SharedState:
+    """The process-wide settings a bundle can both change and read back, as they were before
+    the miner's code ran; `restore` puts them back for every model built.
 
-    The filters are the one piece of process-wide state a bundle may write (the AST policy
-    allows `warnings.filterwarnings` to quiet a library) and read back (`warnings.warn`
-    raises under an "error" filter), so without this a task could leave what it was shown in
-    them for the next task's fresh model: test-time training across held-out tasks.
-    `resetwarnings` also moves the filters' version on, which empties every module's record
-    of warnings already shown the next time it is consulted."""
-    import warnings
+    Each could otherwise carry what one held-out task was shown into the next task's fresh
+    model (test-time training across tasks): the warning filters (the AST policy allows
+    `warnings.filterwarnings` to quiet a library, and `warnings.warn` raises under an "error"
+    filter) and the attention backends (`sdpa_kernel` held open in a suspended generator,
+    read back with `torch.backends.cuda.flash_sdp_enabled()`). `resetwarnings` also moves
+    the filters' version on, which empties every module's record of warnings already shown
+    the next time it is consulted."""
 
-    warnings.resetwarnings()
-    warnings.filters[:] = filters
+    SDP = ("flash", "mem_efficient", "math", "cudnn")
+
+    def __init__(self) -> None:
+        import warnings
+
+        import torch
+
+        self.filters = list(warnings.filters)
+        backends = torch.backends.cuda
+        self.sdp = {name: bool(getattr(backends, f"{name}_sdp_enabled")()) for name in self.SDP
+                    if hasattr(backends, f"enable_{name}_sdp")}
+
+    def restore(self) -> None:
+        import warnings
+
+        import torch
+
+        warnings.resetwarnings()
+        warnings.filters[:] = self.filters
+        for name, enabled in self.sdp.items():
+            getattr(torch.backends.cuda, f"enable_{name}_sdp")(enabled)
 
 
 def _all_tensors(model):
