@@ -13,6 +13,7 @@ is final: the LLM reviewer only ever sees code this policy already allowed.
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterator, Mapping
 
 from prism_challenge.gates import allowlist as A
@@ -24,6 +25,7 @@ from prism_challenge.gates.surface import is_module, protected_names
 from prism_challenge.gates.violation import Violation
 
 _ATTR_BUILTINS = {"getattr", "hasattr", "setattr", "delattr"}
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _FORMAT_METHODS = frozenset({"format", "format_map"})
 # Deepest AST honest code needs is ~20; the bound keeps every later recursive walk (the
 # fingerprint) far from Python's recursion limit.
@@ -129,6 +131,7 @@ class _FileChecker:
         self.defined: set[str] = set()  # names of functions the file defines
         self.classes: set[str] = set()  # names of classes the file defines
         self.methods: set[str] = set()  # instance-method names of those classes
+        self.rebound: set[str] = set()  # names assigned anywhere (variables, parameters)
 
     # --- set-up ---------------------------------------------------------------------
     def run(self) -> list[Violation]:
@@ -169,6 +172,9 @@ class _FileChecker:
                         _decorated(item, "staticmethod") or _decorated(item, "classmethod")
                     ):
                         self.methods.add(item.name)
+        self.rebound = {n.id for n in nodes if isinstance(n, ast.Name)
+                        and isinstance(n.ctx, ast.Store)} | {
+                            n.arg for n in nodes if isinstance(n, ast.arg)}
         self._collect_ctx_aliases([n for n in nodes if isinstance(n, ast.Assign)])
         for node in nodes:
             visit = getattr(self, "visit_" + type(node).__name__, None)
@@ -510,6 +516,11 @@ class _FileChecker:
             if not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)):
                 self.flag(base, R.DYNAMIC, (
                     "a class base must name a class (Base or module.Base), not be computed"))
+            elif not self._named_base(base.value if isinstance(base, ast.Subscript) else base):
+                self.flag(base, R.DYNAMIC, (
+                    "a class base must be a class imported from an allowed module, a class "
+                    "defined in this file or a builtin, named directly (not through a "
+                    "variable: what it holds is not checked)"))
         for kw in node.keywords:
             if kw.arg == "metaclass":
                 self.flag(node, R.DYNAMIC, "metaclasses are not needed by a model")
@@ -520,6 +531,16 @@ class _FileChecker:
         for bound, name in _class_bindings(node):
             if name in R.HARNESS_NAMES:
                 self._flag_harness_name(bound, name, "defining")
+
+    def _named_base(self, node: ast.AST) -> bool:
+        """Does a class base name its class directly: through an import, or as a class of
+        this file or a builtin that nothing rebinds? A variable could hold any class (say
+        torch.Tensor, whose subclasses intercept the harness's ops), unseen by the checks
+        that read paths."""
+        if self.resolve(node) is not None:
+            return True
+        return (isinstance(node, ast.Name) and node.id not in self.rebound
+                and (node.id in self.classes or node.id in _BUILTIN_NAMES))
 
     def _a_parameter(self, node: ast.Name) -> bool:
         """Does `node` name a parameter of a function it is in the body of? (PyTorch's own

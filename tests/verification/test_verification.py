@@ -177,6 +177,16 @@ def test_an_honest_model_answers_a_cut_row_alone_as_it_did_in_its_batch(verify):
     assert replay.probes.compared > 0 and replay.probes.max_abs_diff == 0.0
 
 
+def test_a_tensor_subclass_cannot_rewrite_the_scored_loss(run):
+    """Logits of a tensor subclass would compute the harness's per-position losses with the
+    model's own methods (the replay passed such a run, halved at one step). The harness
+    takes a plain tensor only: the run ends at its first forward as a contract error."""
+    record = run(bundle("tensor_subclass"))
+    assert record.exit_reason == "contract"
+    assert "Scaled, not a plain logits tensor" in record.exit_detail
+    assert record.consumed.scored_tokens == 0
+
+
 def test_weights_in_buffers_count_against_the_cap(make_runner, tmp_path):
     r = make_runner(tiny_settings(challenge={"param_cap": 100_000}))
     files = bundle("buffer_cap")

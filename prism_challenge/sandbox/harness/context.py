@@ -279,6 +279,7 @@ class TrainContext:
                                                     enabled=amp_dtype is not None):
             self.model.train()
             logits = forward(cut)
+            check_logits(logits, cut.shape[0], self.seq_len, self.vocab_size)
             picked = logits[idx, pos].float()
             nats = torch.nn.functional.cross_entropy(picked, targets[idx, pos],
                                                      reduction="none").detach()

@@ -26,8 +26,10 @@ def check_logits(logits, batch: int, seq_len: int, vocab_size: int) -> None:
 
     from prism_challenge.sandbox.harness.loading import ContractError
 
-    if not isinstance(logits, torch.Tensor):
-        raise ContractError(f"the model returned {type(logits).__name__}, not a logits tensor")
+    if type(logits) is not torch.Tensor:  # noqa: E721 - a subclass is what is refused
+        raise ContractError(
+            f"the model returned {type(logits).__name__}, not a plain logits tensor (a tensor "
+            "subclass would compute the scored loss with its own methods)")
     if tuple(logits.shape) != (batch, seq_len, vocab_size):
         raise ContractError(
             f"the model returned logits of shape {tuple(logits.shape)}, expected "

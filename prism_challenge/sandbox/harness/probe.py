@@ -13,6 +13,8 @@ from __future__ import annotations
 def probe(model, inputs, positions: list[int], vocab_size: int, seed: int) -> dict:
     import torch
 
+    from prism_challenge.sandbox.harness.lm_loss import check_logits
+
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0
     devices = [inputs.device] if inputs.device.type == "cuda" else []
@@ -22,7 +24,9 @@ def probe(model, inputs, positions: list[int], vocab_size: int, seed: int) -> di
         for x in (a, b):
             with torch.random.fork_rng(devices=devices), torch.set_grad_enabled(model.training):
                 torch.manual_seed(seed)
-                outs.append(where(model(x).detach().float()))
+                logits = model(x)
+                check_logits(logits, *x.shape, vocab_size)
+                outs.append(where(logits.detach().float()))
         d = (outs[0] - outs[1]).abs().max().item()
         return d if d == d else float("inf")
 
