@@ -20,6 +20,7 @@ from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.quick_exit import exit_now
 from prism_challenge.sandbox.harness.seeding import inductor_deterministic
+from prism_challenge.sandbox.harness.shared_state import SharedState
 from prism_challenge.sandbox.harness.state_contract import fingerprint
 from prism_challenge.sandbox.harness.step_clock import WorkClock
 
@@ -59,7 +60,9 @@ class _Models:
     is executed afresh (new module globals), `build_model` runs under the forced seed and the
     final weights are loaded again. So each held-out task is answered from the final weights
     and nothing that persisted from an earlier task: a model that updates itself while it
-    is evaluated (test-time training on the held-out text it was shown) gains nothing.
+    is evaluated (test-time training on the held-out text it was shown) gains nothing. What
+    the process shares beyond the model (warning filters, numerics flags, attributes of the
+    library's classes and functions) is put back before every build (shared_state.py).
     A replay's snapshot is kept between its tasks (it is re-trained step by step).
 
     The rebuild's cost is the CPU's forced-seed initialisation and the trip to the device,
@@ -83,8 +86,9 @@ class _Models:
     COPY_ABOVE_S = 0.02
 
     def __init__(self, load_architecture, cfg: dict, inputs: Path, device) -> None:
-        # the process's shared state before any code of the miner's ran: see `get`
-        self.shared = _SharedState()
+        # what outlives a model in this process, before any code of the miner's ran; put
+        # back for every model built (shared_state.py)
+        self.shared = SharedState()
         self.load_architecture = load_architecture
         self.architecture = load_architecture()
         self.cfg = cfg
@@ -216,41 +220,6 @@ class _Models:
         if self.snapshot is not None:
             return self.snapshot.get("precision", "fp32")
         return self.cfg.get("precision", "fp32")
-
-
-class _SharedState:
-    """The process-wide settings a bundle can both change and read back, as they were before
-    the miner's code ran; `restore` puts them back for every model built.
-
-    Each could otherwise carry what one held-out task was shown into the next task's fresh
-    model (test-time training across tasks): the warning filters (the AST policy allows
-    `warnings.filterwarnings` to quiet a library, and `warnings.warn` raises under an "error"
-    filter) and the attention backends (`sdpa_kernel` held open in a suspended generator,
-    read back with `torch.backends.cuda.flash_sdp_enabled()`). `resetwarnings` also moves
-    the filters' version on, which empties every module's record of warnings already shown
-    the next time it is consulted."""
-
-    SDP = ("flash", "mem_efficient", "math", "cudnn")
-
-    def __init__(self) -> None:
-        import warnings
-
-        import torch
-
-        self.filters = list(warnings.filters)
-        backends = torch.backends.cuda
-        self.sdp = {name: bool(getattr(backends, f"{name}_sdp_enabled")()) for name in self.SDP
-                    if hasattr(backends, f"enable_{name}_sdp")}
-
-    def restore(self) -> None:
-        import warnings
-
-        import torch
-
-        warnings.resetwarnings()
-        warnings.filters[:] = self.filters
-        for name, enabled in self.sdp.items():
-            getattr(torch.backends.cuda, f"enable_{name}_sdp")(enabled)
 
 
 def _all_tensors(model):
