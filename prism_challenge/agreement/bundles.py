@@ -11,7 +11,8 @@ committed it earlier takes the row over, as its own upload would), the peer loop
    unfetched here, logged);
 2. asks the peers that measured it, in turn, for `GET /v1/bundles/<digest>`, signed by
    this validator's hotkey for that peer (a peer serves its stored bundles to permitted
-   validators only, never to miners);
+   validators only, never to miners); each request ends `timeout_s` after it began, and a
+   peer is asked only while its share of the peer loop's round lasts (fetch.RoundBudget);
 3. checks the bytes: a well-formed bundle whose canonical digest is the one asked for (a
    peer cannot substitute anything: the digest is the commitment's);
 4. stores it as `received` (`intake/admission.py: admit_from_peer`), so it goes through the
@@ -33,6 +34,16 @@ import httpx
 from bittensor import http_auth
 from sqlalchemy import select
 
+from prism_challenge.agreement.fetch import (
+    PEER_ROUND_TIMEOUTS,
+    PeerRefused,
+    PeerTooSlow,
+    PeerUnreachable,
+    RoundBudget,
+    read_within,
+    time_left,
+    within,
+)
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.api.errors import ApiError
 from prism_challenge.bundle import Bundle, BundleError
@@ -59,6 +70,7 @@ class BundleFetcher:
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.subnet, self.metagraph, self.signer = store, subnet, metagraph, signer
         self.policy, self.settle_s, self.clock = policy, settle_s, clock
+        self.timeout_s = timeout_s
         self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False)
         self.retry_at: dict[str, float] = {}
         self.fetched = 0
@@ -92,8 +104,12 @@ class BundleFetcher:
         with self.store.session() as s:
             return precedes_holder(s, digest, commitment, self.metagraph) is False
 
-    def round(self, peers: list[Peer]) -> int:
-        """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored."""
+    def round(self, peers: list[Peer], *, budget: RoundBudget | None = None) -> int:
+        """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored.
+
+        `budget`: each peer's share of the peer loop's round (a new one when None): a peer
+        whose share is spent is not asked, and a request ends by the end of that share."""
+        budget = budget or RoundBudget(PEER_ROUND_TIMEOUTS * self.timeout_s)
         now = self.clock()
         urls = {p.hotkey: p for p in peers if p.url is not None}
         stored = 0
@@ -110,7 +126,8 @@ class BundleFetcher:
             bundle = None
             for validator in measurers + [h for h in urls if h not in measurers]:
                 if validator in urls:
-                    bundle = self._get(urls[validator], digest)
+                    bundle = budget.share(validator, lambda end, p=urls[validator], d=digest:
+                                          self._get(p, d, budget, end), None)
                     if bundle is not None:
                         break
             if bundle is None:
@@ -134,25 +151,42 @@ class BundleFetcher:
                          "gates (it never reached this validator)", digest[:16], miner)
         return stored
 
-    def _get(self, peer: Peer, digest: str) -> Bundle | None:
+    def _get(self, peer: Peer, digest: str, budget: RoundBudget, deadline: float
+             ) -> Bundle | None:
+        """The bundle as `peer` serves it, whole by `timeout_s` after the request began
+        and by `deadline` (the end of the peer's share of the round); None otherwise."""
         path = f"{BUNDLES_PATH}/{digest}"
+        where = f"{peer.url}{path}"
+        end = min(time.monotonic() + self.timeout_s, deadline)
         headers = http_auth.sign(self.signer, method="GET", path=path, body=b"",
                                  receiver_ss58=peer.hotkey)
-        try:
-            with self.client.stream("GET", peer.url.rstrip("/") + path,
-                                    headers=headers) as response:
-                if response.status_code != 200:
-                    return None
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > self.policy.max_body_bytes:
+
+        def request() -> bytes | None:
+            try:
+                with self.client.stream("GET", peer.url.rstrip("/") + path, headers=headers,
+                                        timeout=time_left(end, where)) as response:
+                    if response.status_code != 200:
                         return None
-                    chunks.append(chunk)
-        except httpx.HTTPError:
+                    return read_within(response, deadline=end,
+                                       max_bytes=self.policy.max_body_bytes,
+                                       oversized=lambda: PeerRefused("oversized", where),
+                                       where=where)
+            except httpx.HTTPError:
+                return None
+
+        try:
+            wire = within(end, request, where)
+        except PeerTooSlow as exc:
+            budget.exhaust(peer.hotkey)
+            log.info("agreement: peer %s gave no bundle in time (%s); not asked again this "
+                     "round", peer.hotkey, exc)
+            return None
+        except (PeerUnreachable, PeerRefused):
+            return None
+        if wire is None:
             return None
         try:
-            bundle = Bundle.from_wire(b"".join(chunks))
+            bundle = Bundle.from_wire(wire)
         except BundleError as exc:
             log.warning("agreement: peer %s served a bundle for %s that does not read: %s",
                         peer.hotkey, digest[:16], exc)

@@ -1,7 +1,8 @@
 """Fetching one page of a peer's measurements, and refusing anything that is not its own.
 
-A page is accepted only when, in order: the peer answered 200 within the timeout; the body
-is at most `max_page_bytes` (read incrementally, never more than that plus one chunk);
+A page is accepted only when, in order: the peer answered 200, body included, within
+`timeout_s` of the request's start; the body is at most `max_page_bytes` (read
+incrementally, never more than that plus one chunk);
 the `btauth/1` response signature verifies for *this* request target and body, is fresh,
 and was made by the peer's hotkey as the metagraph names it; the JSON is a well-formed,
 bounded `MeasurementsPage` of that validator on this netuid. Anything else raises
@@ -11,7 +12,11 @@ bounded `MeasurementsPage` of that validator on this netuid. Anything else raise
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import httpx
 from bittensor import http_auth
@@ -27,6 +32,14 @@ class PeerUnreachable(Exception):
     against it."""
 
 
+T = TypeVar("T")
+
+
+class PeerTooSlow(PeerUnreachable):
+    """The peer's answer was not complete by its deadline (the request's `timeout_s`, or
+    what is left of the peer's share of the round): it is not asked again that round."""
+
+
 class PeerRefused(Exception):
     """The peer answered with something this node will not store."""
 
@@ -35,13 +48,112 @@ class PeerRefused(Exception):
         self.reason = reason
 
 
+# A peer's share of one round of the peer loop, in requests' timeouts: all its requests in
+# that round (its pages, the pages it relays, its proofs, the bundles asked of it) end by
+# then, so a peer that answers slowly holds the round that long at most.
+PEER_ROUND_TIMEOUTS = 3
+
+
+class RoundBudget:
+    """Each peer's share of one round: `seconds` of wall time for everything asked of it.
+
+    The peer loop asks its peers one after another, so without a bound one peer that
+    answers a byte at a time (each within the read timeout) would hold every other peer's
+    turn, and with them the quorum. A phase of the round takes a `turn` of a peer, whose
+    value is the deadline its requests must finish by; the time the turn took is charged to
+    that peer. A peer whose request ran out of time has `spent` its share; `share` runs a
+    phase in a turn, or not at all once the share is spent."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self.left: dict[str, float] = {}
+
+    def spent(self, hotkey: str) -> bool:
+        return self.left.get(hotkey, self.seconds) <= 0
+
+    def exhaust(self, hotkey: str) -> None:
+        self.left[hotkey] = 0.0
+
+    @contextmanager
+    def turn(self, hotkey: str) -> Iterator[float]:
+        start = self.clock()
+        try:
+            yield start + self.left.get(hotkey, self.seconds)
+        finally:
+            self.left[hotkey] = self.left.get(hotkey, self.seconds) - (self.clock() - start)
+
+    def share(self, hotkey: str, work: Callable[[float], T], spent: T) -> T:
+        """`work(deadline)` in a turn of the peer; `spent` without running it when the
+        peer's share of the round is used up."""
+        if self.spent(hotkey):
+            return spent
+        with self.turn(hotkey) as deadline:
+            return work(deadline)
+
+
+def within(deadline: float, work: Callable[[], T], where: str) -> T:
+    """`work()` (one request to a peer), waited for until `deadline` (`time.monotonic()`)
+    and no longer: raises PeerTooSlow then. It runs in a thread of its own, so a read that
+    blocks past the deadline does not hold the caller; that thread ends by itself soon
+    after (`read_within` stops at the first chunk past the deadline, and no wait for the
+    peer was given more than the time left when the request began)."""
+    if deadline <= time.monotonic():
+        raise PeerTooSlow(f"{where}: no time left this round")
+    box: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller, or dropped once it gave up
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="prism-peer-request", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise PeerTooSlow(f"{where}: no complete answer by its deadline")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+def read_within(response: httpx.Response, *, deadline: float, max_bytes: int,
+                oversized: Callable[[], Exception], where: str) -> bytes:
+    """The body, read chunk by chunk: PeerTooSlow once `deadline` has passed, however
+    steadily the bytes come, and `oversized()` past `max_bytes`."""
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        if time.monotonic() > deadline:
+            raise PeerTooSlow(f"{where}: no complete answer by its deadline ({size} "
+                              "bytes had arrived)")
+        size += len(chunk)
+        if size > max_bytes:
+            raise oversized()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def time_left(deadline: float, where: str) -> float:
+    """Seconds to `deadline`, the read timeout of a request that must end by then."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PeerTooSlow(f"{where}: no time left this round")
+    return left
+
+
 class PeerFetcher:
+    """Pages and other answers of peers: each request ends `timeout_s` after it began at
+    the latest (connection, headers and body together), or earlier at the `deadline` the
+    caller gives (the end of the peer's share of the round)."""
+
     def __init__(self, *, own_hotkey: str, netuid: int, timeout_s: float, max_page_bytes: int,
                  max_age_s: float, client: httpx.Client | None = None) -> None:
         self.own_hotkey = own_hotkey
         self.netuid = netuid
         self.max_page_bytes = max_page_bytes
         self.max_age_s = max_age_s
+        self.timeout_s = timeout_s
         self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False)
         # Replays of a page inside its freshness window are refused, per fetcher.
         self.nonces = http_auth.InMemoryNonceStore(retention=2 * max_age_s + 5)
@@ -52,25 +164,42 @@ class PeerFetcher:
     def page(self, peer: Peer, after: str | None, limit: int) -> MeasurementsPage:
         return self.fetch(peer, after, limit)[0]
 
-    def fetch(self, peer: Peer, after: str | None, limit: int
-              ) -> tuple[MeasurementsPage, Signed]:
-        """The page and the page as signed (what this node may relay)."""
+    def _deadline(self, deadline: float | None) -> float:
+        end = time.monotonic() + self.timeout_s
+        return end if deadline is None else min(end, deadline)
+
+    def _get(self, peer: Peer, path: str, deadline: float | None,
+             read: Callable[[httpx.Response, float], bytes]) -> tuple[bytes, dict]:
+        """GET `path` of the peer, whole by the deadline: (body, headers)."""
         if peer.url is None:
             raise PeerUnreachable(f"{peer.hotkey} serves no address")
+        end = self._deadline(deadline)
+        where = f"{peer.url}{path}"
+
+        def request() -> tuple[bytes, dict]:
+            try:
+                with self.client.stream("GET", peer.url.rstrip("/") + path,
+                                        timeout=time_left(end, where)) as response:
+                    if response.status_code >= 500 or response.status_code == 404:
+                        # 404: a validator that does not serve this (an older PRISM,
+                        # agreement.serve off): absent, not misbehaving
+                        raise PeerUnreachable(f"{peer.url} answered {response.status_code}")
+                    if response.status_code != 200:
+                        raise PeerRefused("status", f"{peer.url} answered "
+                                          f"{response.status_code} to {path}")
+                    return read(response, end), dict(response.headers)
+            except httpx.HTTPError as exc:
+                raise PeerUnreachable(f"{peer.url}: {type(exc).__name__}: {exc}") from None
+
+        return within(end, request, where)
+
+    def fetch(self, peer: Peer, after: str | None, limit: int, *,
+              deadline: float | None = None) -> tuple[MeasurementsPage, Signed]:
+        """The page and the page as signed (what this node may relay); `deadline`
+        (`time.monotonic()`) cuts the request short of `timeout_s`."""
         asked = target(after, limit)
-        try:
-            with self.client.stream("GET", peer.url.rstrip("/") + asked) as response:
-                if response.status_code >= 500 or response.status_code == 404:
-                    # 404: a validator that does not serve measurements (an older PRISM,
-                    # agreement.serve off): absent, not misbehaving
-                    raise PeerUnreachable(f"{peer.url} answered {response.status_code}")
-                if response.status_code != 200:
-                    raise PeerRefused("status", f"{peer.url} answered {response.status_code} "
-                                      f"to {asked}")
-                body = self._read_bounded(response, peer)
-                headers = dict(response.headers)
-        except httpx.HTTPError as exc:
-            raise PeerUnreachable(f"{peer.url}: {type(exc).__name__}: {exc}") from None
+        body, headers = self._get(peer, asked, deadline,
+                                  lambda response, end: self._read_bounded(response, peer, end))
         try:
             caller = http_auth.verify(
                 headers, body, method="GET", path=asked, self_hotkey_ss58=self.own_hotkey,
@@ -96,42 +225,30 @@ class PeerFetcher:
                               f"netuid {page.netuid}, not of {peer.hotkey} on {self.netuid}")
         return page, Signed(asked, signed_headers(headers), body)
 
-    def get_json(self, peer: Peer, path: str, *, max_bytes: int) -> object:
+    def get_json(self, peer: Peer, path: str, *, max_bytes: int,
+                 deadline: float | None = None) -> object:
         """A bounded unsigned JSON answer of a peer (relayed pages, proofs: each part
         carries its own signature). Raises PeerUnreachable / PeerRefused."""
-        if peer.url is None:
-            raise PeerUnreachable(f"{peer.hotkey} serves no address")
+        def oversized() -> PeerRefused:
+            return PeerRefused("oversized", f"{peer.url}{path}: more than {max_bytes} bytes")
+
+        body, _ = self._get(peer, path, deadline, lambda response, end: read_within(
+            response, deadline=end, max_bytes=max_bytes, oversized=oversized,
+            where=f"{peer.url}{path}"))
         try:
-            with self.client.stream("GET", peer.url.rstrip("/") + path) as response:
-                if response.status_code >= 500 or response.status_code == 404:
-                    raise PeerUnreachable(f"{peer.url} answered {response.status_code}")
-                if response.status_code != 200:
-                    raise PeerRefused("status", f"{peer.url} answered "
-                                      f"{response.status_code} to {path}")
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise PeerRefused("oversized", f"{peer.url}{path}: more than "
-                                          f"{max_bytes} bytes")
-                    chunks.append(chunk)
-        except httpx.HTTPError as exc:
-            raise PeerUnreachable(f"{peer.url}: {type(exc).__name__}: {exc}") from None
-        try:
-            return json.loads(b"".join(chunks))
+            return json.loads(body)
         except ValueError:
             raise PeerRefused("malformed", f"{peer.url}{path}: not JSON") from None
 
-    def _read_bounded(self, response: httpx.Response, peer: Peer) -> bytes:
+    def _read_bounded(self, response: httpx.Response, peer: Peer, deadline: float) -> bytes:
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_page_bytes:
             raise PeerRefused("oversized", f"{peer.url}: a page of {declared} bytes (the "
                               f"limit is agreement.max_page_bytes={self.max_page_bytes})")
-        chunks, size = [], 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > self.max_page_bytes:
-                raise PeerRefused("oversized", f"{peer.url}: a page of more than "
-                                  f"{self.max_page_bytes} bytes (agreement.max_page_bytes)")
-            chunks.append(chunk)
-        return b"".join(chunks)
+
+        def oversized() -> PeerRefused:
+            return PeerRefused("oversized", f"{peer.url}: a page of more than "
+                               f"{self.max_page_bytes} bytes (agreement.max_page_bytes)")
+
+        return read_within(response, deadline=deadline, max_bytes=self.max_page_bytes,
+                           oversized=oversized, where=str(peer.url))

@@ -23,7 +23,14 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.agreement.equivocation import check_proof, conflicting_pages, record
-from prism_challenge.agreement.fetch import PeerFetcher, PeerRefused, PeerUnreachable
+from prism_challenge.agreement.fetch import (
+    PEER_ROUND_TIMEOUTS,
+    PeerFetcher,
+    PeerRefused,
+    PeerTooSlow,
+    PeerUnreachable,
+    RoundBudget,
+)
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.signed import PageInvalid, Signed, check
 from prism_challenge.agreement.status import AgreementStatus
@@ -65,30 +72,45 @@ class PeerSync:
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
-        (their own pages; relayed ones are counted in the status)."""
+        (their own pages; relayed ones are counted in the status).
+
+        Each peer has `PEER_ROUND_TIMEOUTS` x the fetcher's timeout of the round for all
+        that is asked of it (`RoundBudget`): what it has not answered by then waits for the
+        next round, so one slow peer delays the others by that much at most."""
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
             _retire(s, {p.hotkey for p in electorate})
+        budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         stored: dict[str, int] = {}
         for peer in peers:
-            stored[peer.hotkey] = self._peer(peer)
+            stored[peer.hotkey] = budget.share(
+                peer.hotkey, lambda end, peer=peer: self._peer(peer, budget, end), 0)
         if self.relay:
             permitted = {p.hotkey for p in electorate if p.stake > 0} - {own.hotkey}
             for peer in peers:
-                self._relayed(peer, permitted)
-                self._proofs(peer, permitted)
+                budget.share(peer.hotkey, lambda end, peer=peer: self._relayed(
+                    peer, permitted, budget, end), None)
+                budget.share(peer.hotkey, lambda end, peer=peer: self._proofs(
+                    peer, permitted, budget, end), None)
         if self.bundles is not None:
-            self.bundles.round(peers)
+            self.bundles.round(peers, budget=budget)
         return stored
 
-    def _peer(self, peer: Peer) -> int:
+    def _peer(self, peer: Peer, budget: RoundBudget, deadline: float) -> int:
         total = 0
         for _ in range(MAX_PAGES_PER_ROUND):
+            if time.monotonic() >= deadline:
+                log.info("agreement: peer %s used its share of this round; its next pages "
+                         "are fetched next round", peer.hotkey)
+                return total
             after = self.cursors.get(peer.hotkey)
             try:
-                page, signed = self.fetcher.fetch(peer, after, self.page_size)
+                page, signed = self.fetcher.fetch(peer, after, self.page_size,
+                                                  deadline=deadline)
             except PeerUnreachable as exc:
+                if isinstance(exc, PeerTooSlow):
+                    budget.exhaust(peer.hotkey)
                 self.status.page(peer.hotkey, "unreachable")
                 log.info("agreement: peer %s unreachable: %s", peer.hotkey, exc)
                 self._note(peer, f"unreachable: {exc}")
@@ -121,16 +143,22 @@ class PeerSync:
                 return total
         return total
 
-    def _relayed(self, peer: Peer, permitted: set[str]) -> None:
+    def _relayed(self, peer: Peer, permitted: set[str], budget: RoundBudget,
+                 deadline: float) -> None:
         """The signed pages `peer` holds of other validators, each checked against its
         author's signature and stored like a page fetched from that author."""
         for _ in range(MAX_PAGES_PER_ROUND):
+            if time.monotonic() >= deadline:
+                return  # the peer's share of this round is used: the rest next round
             after = self.relay_cursors.get(peer.hotkey, 0)
             try:
                 data = self.fetcher.get_json(
                     peer, f"{RELAY_PATH}?after={after}&limit={RELAY_LIMIT}",
-                    max_bytes=2 * self.max_page_bytes + 65536)
+                    max_bytes=2 * self.max_page_bytes + 65536, deadline=deadline)
                 pages, nxt = _relay_answer(data, self.max_page_bytes)
+            except PeerTooSlow:
+                budget.exhaust(peer.hotkey)
+                return
             except PeerUnreachable:
                 return
             except (PeerRefused, PageInvalid) as exc:
@@ -158,11 +186,16 @@ class PeerSync:
         self._proven(proofs, f"relayed by {peer.hotkey}")
         self.status.page(page.validator, "relayed", rows=rows)
 
-    def _proofs(self, peer: Peer, permitted: set[str]) -> None:
+    def _proofs(self, peer: Peer, permitted: set[str], budget: RoundBudget,
+                deadline: float) -> None:
         """The peer's proofs of equivocation, each checked again before it is stored."""
         try:
             data = self.fetcher.get_json(peer, EQUIVOCATIONS_PATH,
-                                         max_bytes=4 * self.max_page_bytes + 65536)
+                                         max_bytes=4 * self.max_page_bytes + 65536,
+                                         deadline=deadline)
+        except PeerTooSlow:
+            budget.exhaust(peer.hotkey)
+            return
         except (PeerUnreachable, PeerRefused):
             return
         if not isinstance(data, dict) or not isinstance(data.get("proofs"), list):

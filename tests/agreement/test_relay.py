@@ -181,7 +181,8 @@ def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
         fetcher.retry_at.clear()
         assert list(fetcher.missing()) == [(y.digest, m1)]
         asked, get = [], fetcher._get
-        fetcher._get = lambda peer, digest: asked.append(digest) or get(peer, digest)
+        fetcher._get = lambda peer, digest, *more: asked.append(digest) or get(peer, digest,
+                                                                                 *more)
         assert fetcher.round(electorate_of(d, trio)) == 0 and asked == []
     finally:
         fetcher.close()
