@@ -13,6 +13,12 @@ proof leaves that validator out of its electorate until `until` = the later sign
 time + `agreement.equivocation_ban_s`: the same moment everywhere, since both times are
 signed. Its stake still counts in the permitted stake, so it weighs like a withholding
 validator: the others must pass the quorum without it.
+
+A proof holds two whole signed pages (up to `agreement.max_page_bytes` each), and a liar
+can sign pages that conflict on every row. So a validator keeps one proof per validator
+while it is in force: the one whose exclusion ends last (a proof that ends later takes the
+place of the one held, so every validator comes to hold the same one and ends the exclusion
+at the same moment); others are dropped, as is a proof that no longer excludes anything.
 """
 
 from __future__ import annotations
@@ -107,13 +113,39 @@ def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew
 
 def record(session: Session, validator: str, digest: str, first: Signed, second: Signed, *,
            ban_s: float, now: float) -> bool:
-    """Store a checked proof (one per validator and run); True when it is new here."""
+    """Store a checked proof; True when it is new here. Nothing is stored for a run already
+    proven, for a proof no longer in force at `now`, or while a proof of this validator
+    that ends no earlier is in force; a proof ending later replaces the one in force."""
     if session.scalar(select(Equivocation.id).where(
             Equivocation.validator == validator, Equivocation.digest == digest)) is not None:
         return False
     later = max(first.signed_ns, second.signed_ns)
-    session.add(Equivocation(validator=validator, digest=digest,
-                             proof=proof(validator, digest, first, second), signed_ns=later,
-                             until=banned_until(later, ban_s), found_at=now))
+    until = banned_until(later, ban_s)
+    if until <= now:
+        return False
+    held = session.scalars(select(Equivocation).where(
+        Equivocation.validator == validator, Equivocation.until > now)
+        .order_by(Equivocation.until.desc())).first()
+    if held is not None and held.until >= until:
+        return False
+    if held is None:
+        held = Equivocation(validator=validator)
+        session.add(held)
+    held.digest, held.proof = digest, proof(validator, digest, first, second)
+    held.signed_ns, held.until, held.found_at = later, until, now
     session.flush()
     return True
+
+
+def proofs_in_force(session: Session, *, now: float, max_bytes: int) -> list[Equivocation]:
+    """The proofs in force at `now`, newest found first, as many as fit in `max_bytes` of
+    encoded pages (at least one): what `GET /v1/equivocations` serves."""
+    out: list[Equivocation] = []
+    for row in session.scalars(select(Equivocation).where(Equivocation.until > now)
+                               .order_by(Equivocation.found_at.desc(), Equivocation.id.desc())):
+        size = sum(len(page.get("body", "")) for page in row.proof.get("pages", []))
+        if out and size > max_bytes:
+            break
+        max_bytes -= size
+        out.append(row)
+    return out

@@ -6,7 +6,8 @@
   (agreement/wire.py), which is what a peer checks before it stores anything.
 - `GET /v1/relay`: the signed pages of other validators this one holds, as signed (each
   carries its author's signature, so the answer itself needs none).
-- `GET /v1/equivocations`: the proofs of equivocation this validator holds.
+- `GET /v1/equivocations`: the proofs of equivocation in force here (about three pages'
+  worth at most).
 - `GET /v1/bundles/<digest>`: a stored bundle, to a permitted validator only (the request
   signed by its hotkey for this one): how a run that never reached a validator gets there.
 """
@@ -21,6 +22,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import select
 
+from prism_challenge.agreement.equivocation import proofs_in_force
 from prism_challenge.agreement.own import next_cursor, own_rows
 from prism_challenge.agreement.signed import Signed
 from prism_challenge.agreement.wire import (
@@ -35,7 +37,7 @@ from prism_challenge.agreement.wire import (
 from prism_challenge.api.deps import ApiDeps
 from prism_challenge.api.errors import ApiError, ErrorBody
 from prism_challenge.scoring.version import SCORING_VERSION
-from prism_challenge.storage.tables import AgreementPeer, Equivocation, SignedPage, Submission
+from prism_challenge.storage.tables import AgreementPeer, SignedPage, Submission
 
 AfterQuery = Annotated[str | None, Query(
     max_length=CURSOR_MAX_CHARS, pattern=CURSOR_PATTERN,
@@ -121,11 +123,13 @@ def build(deps: ApiDeps) -> APIRouter:
 
     @router.get("/equivocations")
     def equivocations() -> dict:
-        """Every proof held here (still in force or not): each is two pages one validator
-        signed with different measurements of one run; anyone can check them."""
+        """The proofs in force here (one per excluded validator), newest first and about
+        3 x `agreement.max_page_bytes` of encoded pages at most (one always): each is two
+        pages one validator signed with different measurements of one run; anyone can
+        check them. An expired proof excludes nothing and is not served."""
         with deps.store.session() as session:
-            rows = session.scalars(select(Equivocation).order_by(Equivocation.id)
-                                   .limit(100)).all()
+            rows = proofs_in_force(session, now=deps.clock(),
+                                   max_bytes=3 * deps.settings.agreement.max_page_bytes)
             return {"proofs": [r.proof for r in rows],
                     "in_force": [{"validator": r.validator, "digest": r.digest,
                                   "until": r.until} for r in rows]}
