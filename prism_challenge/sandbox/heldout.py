@@ -73,21 +73,62 @@ def heldout_plan(val, seq_len: int, positions: int, cuts_per_row: int,
     return HeldOutPlan(rows[keep], pos[keep])
 
 
-def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
-    """Nats per plan row (summed over its cuts), from one model's answers to `plan.tasks`.
+RECHECK = "recheck"  # the cut field of a recheck task's tag
+
+
+def position_nats(plan: HeldOutPlan, answers) -> np.ndarray:
+    """Nats per plan position ([rows, cuts]), from one model's answers to `plan.tasks`.
 
     Tasks go out cut index by cut index, rows in order within a cut, and the server answers
     them in the order served; so the answers of cut j, concatenated, are rows 0..n-1."""
-    out = np.zeros(len(plan.rows), dtype=np.float64)
+    out = np.zeros(plan.positions.shape, dtype=np.float64)
     by_cut: dict[int, list[np.ndarray]] = {}
     for a in answers:
         by_cut.setdefault(int(a.task.tag[1]), []).append(np.asarray(a.nats, dtype=np.float64))
     for j, parts in by_cut.items():
         got = np.concatenate(parts)
-        if got.size != out.size:
-            raise ValueError(f"cut {j} has {got.size} answers for {out.size} rows")
-        out += got
+        if got.size != len(out):
+            raise ValueError(f"cut {j} has {got.size} answers for {len(out)} rows")
+        out[:, j] = got
     return out
+
+
+def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
+    """Nats per plan row (summed over its cuts), from one model's answers to `plan.tasks`."""
+    return position_nats(plan, answers).sum(axis=1)
+
+
+def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
+                 rng: np.random.Generator, label: object = None) -> Task:
+    """One more task like `plan.tasks`' (a block of consecutive plan rows, each cut after
+    one of its positions), but each row at a cut of its own, drawn at random: every row is
+    answered again with the rows beside it changed. A model answers a row from that row
+    alone, so each answer equals the one it gave before; a model that pools what the rows
+    of its batch hold (learning from the held-out text it is shown, within one forward)
+    answers differently. Served after all of the model's plan tasks, so it shows no text
+    that was not already scored. Its tag is (model, RECHECK, label, rows, cuts)."""
+    starts = np.arange(0, len(plan.rows), batch)
+    start = int(rng.choice(starts))
+    idx = np.arange(start, min(start + batch, len(plan.rows)))
+    n_cuts = plan.positions.shape[1]
+    cuts = rng.integers(0, n_cuts, size=len(idx))
+    if len(idx) > 1 and n_cuts > 1 and (cuts == cuts[0]).all():
+        cuts[-1] = (cuts[0] + 1) % n_cuts  # rows beside each row differ from its first answer
+    pos = plan.positions[idx, cuts]
+    local = np.arange(len(idx))
+    return Task("logits", model, cut_rows(plan.rows[idx, :-1], local, pos, separator_id),
+                targets=plan.targets()[idx, cuts], select_rows=local.tolist(),
+                select_positions=pos.tolist(), tag=(model, RECHECK, label, idx, cuts))
+
+
+def rows_apart(plan: HeldOutPlan, answers, recheck) -> float:
+    """The largest change, in nats, between a position's answer in the recheck and in its
+    plan task (`answers`: the model's answers to `plan.tasks`)."""
+    _, _, _, idx, cuts = recheck.task.tag
+    before = position_nats(plan, answers)[idx, cuts]
+    diff = np.abs(np.asarray(recheck.nats, dtype=np.float64) - before)
+    worst = float(diff.max()) if diff.size else 0.0
+    return worst if worst == worst else math.inf
 
 
 def ratio_se(bits: np.ndarray, nbytes: np.ndarray) -> float | None:

@@ -129,9 +129,14 @@ class AuditEntry(Model):
 
 
 class ProbeResult(Model):
+    """The causality screen, and the held-out recheck: `max_abs_diff` is the largest change
+    of a logit when later tokens or other rows changed; `rows_apart` the largest change (in
+    nats) of a held-out answer given again with other rows beside it (None: not measured)."""
+
     ok: bool
     max_abs_diff: float
     positions: list[int]
+    rows_apart: float | None = None
 
 
 class EvalResult(Model):

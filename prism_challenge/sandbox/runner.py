@@ -42,7 +42,15 @@ from prism_challenge.sandbox.early_stop import EarlyStopPlan, plan_early_stop
 from prism_challenge.sandbox.eval_server import Answer, EvalServer, Task
 from prism_challenge.sandbox.feeder import Feeder, FeederPlan, ReplayPlan
 from prism_challenge.sandbox.harness.axes import step_rows
-from prism_challenge.sandbox.heldout import HeldOutPlan, heldout_plan, ratio_se, row_nats
+from prism_challenge.sandbox.heldout import (
+    RECHECK,
+    HeldOutPlan,
+    heldout_plan,
+    ratio_se,
+    recheck_task,
+    row_nats,
+    rows_apart,
+)
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, HeldOutRound
 from prism_challenge.sandbox.progress import (
     HELDOUT,
@@ -500,10 +508,15 @@ class Runner:
         def answering(k: int) -> tuple[str, ...]:
             return models if k < twins else tuple(m for m in models if m != "twin")
 
+        rechecks = {m: recheck_task(plans[0], m, HELDOUT_BATCH, self.separator_id, rng, 0)
+                    for m in answering(0)}
+
         def tasks() -> Iterator[Task]:
             for k, plan in enumerate(plans):
                 for model in answering(k):
                     yield from plan.tasks(model, HELDOUT_BATCH, self.separator_id, k)
+                    if k == 0:
+                        yield rechecks[model]
             for model in models:
                 yield Task("causality", model, probe_rows[:, :-1], causality=causality,
                            tag=model)
@@ -511,7 +524,8 @@ class Runner:
         precision = axes.precision if axes else "fp32"
         server, result = self._eval(paths, name, tasks(), precision, cancel,
                                     positions=sum(p.count * len(answering(k))
-                                                  for k, p in enumerate(plans)),
+                                                  for k, p in enumerate(plans))
+                                    + sum(len(t.select_rows) for t in rechecks.values()),
                                     early=early)
         out = []
         withhold = server.shown and any(r != LOCAL_ROUND for r in rounds)
@@ -555,20 +569,38 @@ class Runner:
 
         def held(model: str) -> tuple[float | None, float | None, np.ndarray | None]:
             """(bpb, nats per token, bits per plan row) of one model on the plan."""
-            got = [a for a in answers if a.task.kind == "logits" and a.task.model == model
-                   and a.task.tag[2] == label]
+            got = plan_answers(model)
             if sum(len(a.nats) for a in got) != plan.count or nbytes == 0:
                 return None, None, None
             nats = math.fsum(float(x) for a in got for x in a.nats)
             return nats / LN2 / nbytes, nats / plan.count, row_nats(plan, got) / LN2
+
+        def plan_answers(model: str) -> list[Answer]:
+            return [a for a in answers if a.task.kind == "logits" and a.task.model == model
+                    and a.task.tag[2] == label and a.task.tag[1] != RECHECK]
+
+        def apart(model: str) -> float | None:
+            """How far the model's answers moved when the rows beside them changed (the
+            recheck of the first plan; None where there is none or the plan is short)."""
+            got = plan_answers(model)
+            if sum(len(a.nats) for a in got) != plan.count:
+                return None
+            for a in answers:
+                if (a.task.kind == "logits" and a.task.model == model
+                        and a.task.tag[1] == RECHECK and a.task.tag[2] == label):
+                    return rows_apart(plan, got, a)
+            return None
 
         def probe(model: str) -> ProbeResult | None:
             for a in answers:
                 if a.task.kind == "causality" and a.task.model == model and a.result:
                     diff = a.result.get("max_abs_diff")
                     diff = float(diff) if isinstance(diff, int | float) else math.inf
-                    return ProbeResult(ok=diff <= sc.probe_abs_tol, max_abs_diff=diff,
-                                       positions=positions)
+                    moved = apart(model)
+                    return ProbeResult(ok=diff <= sc.probe_abs_tol
+                                       and (moved is None or moved <= sc.probe_abs_tol),
+                                       max_abs_diff=diff, positions=positions,
+                                       rows_apart=moved)
             return None
 
         val_bpb, _, val_bits = held("trained") if trained else (None, None, None)

@@ -94,8 +94,15 @@ def step0(record: RunRecord, settings: ScoringSettings) -> list[str]:
 def _probe_failure(name: str, probe: ProbeResult | None, tol: float) -> str | None:
     if probe is None:
         return None
-    if probe.ok and probe.max_abs_diff <= tol:
+    apart = probe.rows_apart
+    if probe.ok and probe.max_abs_diff <= tol and (apart is None or apart <= tol):
         return None
+    if apart is not None and not apart <= tol:
+        return (
+            f"causality: the {name} model's held-out answer for a row changed by "
+            f"{apart:.3g} nats (> {tol:g}) when other rows shared its batch: a row must be "
+            "answered from its own tokens only"
+        )
     return (
         f"causality: the {name} model's logits at a position changed by "
         f"{probe.max_abs_diff:.3g} (> {tol:g}) when only later tokens changed "

@@ -116,8 +116,10 @@ def test_eval_progress_lines_in_every_phase_and_the_loops_print(printed_eval):
     assert any(re.match(rf"training: {BUDGET_ROWS}/{BUDGET_ROWS} rows \(100%\), "
                         r"[\d,]+ tokens( at [\d,]+ tokens/s)?, loss \d+\.\d{3} nats/token "
                         r"\(step \d+\)", text) for _, text in lines)
-    assert any(re.match(r"held-out evaluation: [\d,]+/512 positions", text)
-               for _, text in lines)  # 256 of the trained model, the same 256 of its twin
+    # 256 of the trained model, the same 256 of its twin, and each model's recheck of a
+    # block of its 32 rows
+    assert any(re.match(r"held-out evaluation: [\d,]+/576 positions", text)
+               for _, text in lines)
     record = RunRecord.model_validate({**json.loads((out / "record.json").read_text()),
                                        "steps": (out / "steps.npz").read_bytes()})
     steps = len(set(record.columns.step.tolist()))

@@ -10,6 +10,7 @@ from sandbox_kit import bundle, digest_of
 
 from prism_challenge.sandbox.heldout import heldout_plan, ratio_se
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, RoundClock, reveal, round_of
+from prism_challenge.scoring import score_record
 
 
 def _plan(runner, rnd):
@@ -62,6 +63,24 @@ def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tmp_path, lea
     assert learner.eval.val_tokens == honest.eval.val_tokens > 0
     assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
     assert learner.eval.val_bpb_twin == honest.eval.val_bpb_twin
+
+
+def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_path):
+    """Pooling what the cut rows of one held-out forward hold lowers the held-out bpb (2.41
+    against the honest 2.55 here, and the delta by 0.15) with nothing to carry between
+    tasks. The recheck answers a block of rows again, each at another cut than its
+    neighbours: an honest model's answers are exactly the same, the pooler's are not."""
+    honest, pooler = (runner.run(files, digest_of(files), tmp_path / name)
+                      for name, files in (("a", bundle("tiny")), ("b", bundle("heldout_pooler"))))
+    assert honest.eval.probe_trained.rows_apart == 0.0
+    assert honest.eval.probe_twin.rows_apart == 0.0
+    assert score_record(honest, runner.settings.scoring).eligible
+    assert pooler.eval.val_bpb_trained < honest.eval.val_bpb_trained - 0.05
+    assert pooler.eval.probe_trained.rows_apart > 0.01
+    assert not pooler.eval.probe_trained.ok
+    score = score_record(pooler, runner.settings.scoring)
+    assert not score.eligible
+    assert any("other rows shared its batch" in r for r in score.reasons), score.reasons
 
 
 def test_a_validators_rounds_keep_their_secret_and_reveal_only_ended_rounds(tmp_path):
