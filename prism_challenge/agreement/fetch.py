@@ -5,7 +5,8 @@ A page is accepted only when, in order: the peer answered 200, body included, wi
 incrementally, never more than that plus one chunk);
 the `btauth/1` response signature verifies for *this* request target and body, is fresh,
 and was made by the peer's hotkey as the metagraph names it; the JSON is a well-formed,
-bounded `MeasurementsPage` of that validator on this netuid. Anything else raises
+bounded `MeasurementsPage` of that validator on this netuid, with no more rows than were
+asked for. Anything else raises
 `PeerRefused` with the reason (a metrics label) and a sentence for the log.
 """
 
@@ -223,6 +224,9 @@ class PeerFetcher:
         if page.validator != peer.hotkey or page.netuid != self.netuid:
             raise PeerRefused("wrong_validator", f"{peer.url}: a page of {page.validator} on "
                               f"netuid {page.netuid}, not of {peer.hotkey} on {self.netuid}")
+        if len(page.rows) > limit:
+            raise PeerRefused("too_many_rows", f"{peer.url}: a page of {len(page.rows)} rows, "
+                              f"{limit} asked")
         return page, Signed(asked, signed_headers(headers), body)
 
     def get_json(self, peer: Peer, path: str, *, max_bytes: int,

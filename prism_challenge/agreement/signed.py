@@ -5,7 +5,8 @@ bytes, the timestamp and the signer, and binds no receiver. So the triple (targe
 body) a validator received is proof, to every other validator, that its author served that
 page: it can be relayed (`GET /v1/relay`) and two conflicting ones are an equivocation.
 
-A relayed page is checked like a fetched one (signature, signer, shape, netuid) except
+A relayed page is checked like a fetched one (signature, signer, shape, netuid, no more
+rows than its request target asked for) except
 for freshness: it may be old, and replay is harmless (storing a page again changes nothing;
 an older page never replaces a newer one). A timestamp in the future beyond the allowed
 skew is still refused, so a page cannot be dated to outrank pages not yet signed.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from bittensor import http_auth
 from pydantic import ValidationError
 
-from prism_challenge.agreement.wire import MEASUREMENTS_PATH, MeasurementsPage
+from prism_challenge.agreement.wire import MEASUREMENTS_PATH, MeasurementsPage, asked_limit
 
 NONCE_HEADER = http_auth.HEADER_NONCE.lower()
 MAX_TARGET_CHARS = 200
@@ -118,4 +119,7 @@ def check(signed: Signed, *, netuid: int, own_hotkey: str, now_ns: int,
     if page.validator != caller.hotkey_ss58 or page.netuid != netuid:
         raise PageInvalid("wrong_validator", f"a page of {page.validator} on netuid "
                           f"{page.netuid} signed by {caller.hotkey_ss58}, on netuid {netuid}")
+    if len(page.rows) > asked_limit(signed.target):
+        raise PageInvalid("too_many_rows", f"a page of {len(page.rows)} rows signed for "
+                          f"{signed.target}: more than were asked")
     return page

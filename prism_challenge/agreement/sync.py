@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select
@@ -48,6 +49,11 @@ from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement, Signe
 log = logging.getLogger("prism.agreement")
 
 MAX_PAGES_PER_ROUND = 50  # a peer with more catches up over the following rounds
+# New rows (runs not stored yet for that validator) taken of one validator in one round,
+# own pages and relayed ones together, in pages of `page_size`: what is past it waits for
+# the next round, so a validator signing rows of runs that do not exist adds at most about
+# this many a round, and an honest one catching up takes a few rounds more.
+NEW_ROW_PAGES_PER_ROUND = 5
 MAX_PROOFS = 100  # proofs taken from one peer per round
 
 
@@ -69,6 +75,7 @@ class PeerSync:
     bundles: object | None = None  # a BundleFetcher (agreement/bundles.py), or None
     cursors: dict[str, str | None] = field(default_factory=dict)
     relay_cursors: dict[str, int] = field(default_factory=dict)
+    new_rows: Counter[str] = field(default_factory=Counter)  # per validator, this round
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
@@ -82,6 +89,7 @@ class PeerSync:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
             _retire(s, {p.hotkey for p in electorate})
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
+        self.new_rows.clear()
         stored: dict[str, int] = {}
         for peer in peers:
             stored[peer.hotkey] = budget.share(
@@ -133,8 +141,15 @@ class PeerSync:
                 return total
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
-                total += store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
+                taken = self._takes(s, page)
+                if taken:
+                    total += store_page(s, page, signed=signed, ban_s=self.ban_s,
+                                        proofs=proofs)
                 _mark(s, peer, ok_at=time.time(), error=None)
+            if not taken:
+                log.info("agreement: peer %s has more new rows than one round takes (%d); "
+                         "the rest is fetched next round", peer.hotkey, self._max_new_rows)
+                return total
             self._proven(proofs, "served")
             self.status.page(peer.hotkey, "ok", rows=len(page.rows))
             if page.next is not None:
@@ -181,6 +196,8 @@ class PeerSync:
             return  # this node itself, a validator it does not count, or another version
         proofs: list[tuple[str, str]] = []
         with self.store.session() as s:
+            if not self._takes(s, page):
+                return  # past its new rows this round; its own pages bring them later
             rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
             _heard(s, page.validator, signed)
         self._proven(proofs, f"relayed by {peer.hotkey}")
@@ -216,6 +233,23 @@ class PeerSync:
                 new = record(s, validator, digest, a, b, ban_s=self.ban_s, now=time.time())
             if new:
                 self._proven([(validator, digest)], f"proof served by {peer.hotkey}")
+
+    @property
+    def _max_new_rows(self) -> int:
+        return NEW_ROW_PAGES_PER_ROUND * self.page_size
+
+    def _takes(self, session: Session, page: MeasurementsPage) -> bool:
+        """Whether the page's new rows fit in what its validator may add this round (the
+        first page with new rows always does); counted when they do."""
+        digests = {row.digest for row in page.rows}
+        held = set(session.scalars(select(PeerMeasurement.digest).where(
+            PeerMeasurement.validator == page.validator,
+            PeerMeasurement.digest.in_(sorted(digests)))))
+        new, before = len(digests - held), self.new_rows[page.validator]
+        if new and before and before + new > self._max_new_rows:
+            return False
+        self.new_rows[page.validator] = before + new
+        return True
 
     def _proven(self, proofs: list[tuple[str, str]], how: str) -> None:
         for validator, digest in proofs:

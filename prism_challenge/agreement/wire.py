@@ -83,6 +83,16 @@ def parse_cursor(text: str | None) -> tuple[int, int]:
     return int(micros), int(sid)
 
 
+def asked_limit(target: str) -> int:
+    """The rows a request target asked for: its `limit` (MAX_PAGE_ROWS when it names none,
+    the most any page holds)."""
+    for part in target.partition("?")[2].split("&"):
+        key, _, value = part.partition("=")
+        if key == "limit" and value.isdigit():
+            return int(value)
+    return MAX_PAGE_ROWS
+
+
 def target(after: str | None, limit: int) -> str:
     """The request target a peer asks (and the server signs): path and query."""
     query = f"limit={limit}" if after is None else f"after={after}&limit={limit}"

@@ -1,0 +1,136 @@
+"""A permitted validator signing rows of runs that do not exist: a page with more rows than
+were asked is refused as its fault, and what one validator adds in a round is capped at
+5 pages of new rows, while an honest peer's rows are stored in the same round (real
+servers on 127.0.0.1, real stores)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import time
+
+import pytest
+from agreement_kit import NETUID, add_scored, settings
+from bittensor import http_auth
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from sqlalchemy import func, select
+
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.signed import PageInvalid, Signed, check, signed_headers
+from prism_challenge.agreement.wire import (
+    MEASUREMENTS_PATH,
+    MeasurementRow,
+    MeasurementsPage,
+    target,
+)
+from prism_challenge.scoring.version import SCORING_VERSION
+from prism_challenge.storage.tables import AgreementPeer, PeerMeasurement
+
+PAGE_SIZE = 40  # agreement.page_size of the validator fetching
+
+
+def flooder(wallet, miner: str, rows_per_page: int | None) -> FastAPI:
+    """Signs pages of rows of runs never seen before, `rows_per_page` of them (None: as
+    many as asked), always saying more are waiting."""
+    app = FastAPI()
+    numbers = itertools.count()
+
+    @app.get(MEASUREMENTS_PATH)
+    def page(request: Request, limit: int = 100) -> Response:
+        rows = [MeasurementRow(miner_hotkey=miner,
+                               digest=hashlib.sha256(b"junk %d" % next(numbers)).hexdigest(),
+                               bpb=0.5, heldout_delta=0.0, eligible=True, verified=True,
+                               measured_at=time.time(), corpus="demo",
+                               scoring_version=SCORING_VERSION)
+                for _ in range(rows_per_page or limit)]
+        body = MeasurementsPage(validator=wallet.hotkey.ss58_address, netuid=NETUID,
+                                scoring_version=SCORING_VERSION, rows=rows,
+                                next=f"{next(numbers)}:1", more=True).model_dump_json().encode()
+        asked = f"{MEASUREMENTS_PATH}?{request.url.query}"
+        return Response(body, media_type="application/json",
+                        headers=http_auth.sign(wallet, method="GET", path=asked, body=body))
+
+    return app
+
+
+def rows_of(node, validator: str) -> int:
+    with node.store.session() as s:
+        return s.scalar(select(func.count()).select_from(PeerMeasurement).where(
+            PeerMeasurement.validator == validator))
+
+
+def setup(nodes, wallets, live_server, rows_per_page):
+    a, b, liar = nodes["a"], nodes["b"], nodes["liar"]
+    b.settings = settings(page_size=PAGE_SIZE)
+    add_scored(a.store, name="X", miner=wallets["miner1"].hotkey.ss58_address, block=1,
+               bpb=1.0)
+    a.serve(live_server)
+    url = live_server(flooder(liar.wallet, wallets["miner2"].hotkey.ss58_address,
+                              rows_per_page))
+    return a, b, liar, [Peer(b.hotkey, None, 1.0), Peer(liar.hotkey, url, 1.0),
+                        Peer(a.hotkey, a.url, 1.0)]
+
+
+def test_a_page_with_more_rows_than_asked_is_refused_as_the_peers_fault(
+        nodes, wallets, live_server, caplog):
+    a, b, liar, electorate = setup(nodes, wallets, live_server, rows_per_page=1000)
+    with caplog.at_level(logging.INFO, logger="prism.agreement"):
+        stored, status = b.sync(electorate)
+    # before: pages of 1000 rows stored until the peer's share of the round ran out
+    # (27,000 rows here)
+    assert stored == {liar.hotkey: 0, a.hotkey: 1}
+    assert status.pages[(liar.hotkey, "too_many_rows")] == 1
+    assert status.refused(liar.hotkey) == 1 and status.refused(a.hotkey) == 0
+    refusals = [r.getMessage() for r in caplog.records if liar.hotkey in r.getMessage()]
+    assert len(refusals) == 1 and refusals[0].startswith(
+        f"agreement: refused a page of peer {liar.hotkey} (too_many_rows)")
+    assert f"a page of 1000 rows, {PAGE_SIZE} asked" in refusals[0]
+    assert rows_of(b, liar.hotkey) == 0 and rows_of(b, a.hotkey) == 1
+    with b.store.session() as s:
+        assert s.get(AgreementPeer, liar.hotkey).last_error.startswith(
+            "refused (too_many_rows)")
+
+
+def test_new_rows_of_one_validator_are_capped_per_round_and_honest_rows_still_stored(
+        nodes, wallets, live_server):
+    a, b, liar, electorate = setup(nodes, wallets, live_server, rows_per_page=None)
+    cap = 5 * PAGE_SIZE  # NEW_ROW_PAGES_PER_ROUND pages of agreement.page_size
+    a.settings = settings(page_size=PAGE_SIZE)
+    a.sync([Peer(a.hotkey, None, 1.0), Peer(liar.hotkey, electorate[1].url, 1.0)])
+    assert rows_of(a, liar.hotkey) == cap  # a holds (and relays) other junk of the liar
+    stored, status = b.sync(electorate)
+    # before: 50 pages of PAGE_SIZE new rows each, 2,000 rows stored in one round
+    assert stored == {liar.hotkey: cap, a.hotkey: 1}
+    # the junk a relays is past the liar's new rows of this round: not stored either
+    assert rows_of(b, liar.hotkey) == cap and rows_of(b, a.hotkey) == 1
+    assert status.refused() == 0  # not a refusal: the rest waits for the next round
+    stored, _ = b.sync(electorate)
+    assert stored[liar.hotkey] == cap and rows_of(b, liar.hotkey) == 2 * cap
+    with b.store.session() as s:
+        assert s.get(AgreementPeer, liar.hotkey).last_error is None  # it was reached
+
+
+def test_a_relayed_page_with_more_rows_than_its_request_asked_is_refused(wallets):
+    """Its author signed more rows than the request it answered asked for: no honest
+    validator serves that, whoever relays it."""
+    liar = wallets["liar"]
+    rows = [MeasurementRow(miner_hotkey=wallets["miner1"].hotkey.ss58_address,
+                           digest=hashlib.sha256(b"%d" % i).hexdigest(), bpb=1.0,
+                           heldout_delta=0.0, eligible=True, verified=False,
+                           measured_at=100.0, corpus="demo", scoring_version=SCORING_VERSION)
+             for i in range(11)]
+    body = MeasurementsPage(validator=liar.hotkey.ss58_address, netuid=NETUID,
+                            scoring_version=SCORING_VERSION, rows=rows).model_dump_json().encode()
+    for limit, ok in ((10, False), (11, True)):
+        asked = target(None, limit)
+        signed = Signed(asked, signed_headers(http_auth.sign(liar, method="GET", path=asked,
+                                                             body=body)), body)
+        if ok:
+            assert len(check(signed, netuid=NETUID, own_hotkey="x", now_ns=time.time_ns(),
+                             skew_s=60).rows) == 11
+            continue
+        with pytest.raises(PageInvalid) as refused:
+            check(signed, netuid=NETUID, own_hotkey="x", now_ns=time.time_ns(), skew_s=60)
+        assert refused.value.reason == "too_many_rows"
