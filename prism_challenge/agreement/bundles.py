@@ -19,6 +19,11 @@ committed it earlier takes the row over, as its own upload would), the peer loop
    gates, is measured and served like an upload, and ranks on the peers' measurements
    before its own is made.
 
+Only runs measured by permitted validators not excluded for equivocation are fetched, at
+most `MAX_PER_ROUND` a poll, taken in turn from each measuring validator's runs (oldest row
+first; the validators by stake, the first of them one further each poll): a validator
+serving rows of runs that do not exist spends its own turns on them, never another's.
+
 A run whose bundle no peer can give (every one that holds it is down, or none of them
 measured it) is retried after `RETRY_S`; it ranks nowhere that does not hold it, and where
 it is held it ranks once a quorum of the permitted stake has measured it.
@@ -34,6 +39,7 @@ import httpx
 from bittensor import http_auth
 from sqlalchemy import select
 
+from prism_challenge.agreement.equivocation import excluded
 from prism_challenge.agreement.fetch import (
     PEER_ROUND_TIMEOUTS,
     PeerRefused,
@@ -74,6 +80,7 @@ class BundleFetcher:
         self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False)
         self.retry_at: dict[str, float] = {}
         self.fetched = 0
+        self.polls = 0  # rounds so far: where the turn among measuring validators starts
 
     def close(self) -> None:
         self.client.close()
@@ -96,6 +103,38 @@ class BundleFetcher:
                     out.setdefault((digest, miner), []).append(validator)
         return out
 
+    def candidates(self, peers: list[Peer], now: float
+                   ) -> list[tuple[tuple[str, str], list[str]]]:
+        """The missing runs to try this poll, at most MAX_PER_ROUND, with the validators
+        that measured them: runs not waiting out `RETRY_S`, measured by a permitted peer
+        (stake above 0) not excluded for equivocation, taken in turn from each such
+        validator's runs (oldest row first). Validators go by stake (the largest first),
+        and each poll starts one further along, so every one gets its turns."""
+        stakes = {p.hotkey: p.stake for p in peers if p.stake > 0}
+        with self.store.session() as s:
+            counted = stakes.keys() - excluded(s, now=time.time())
+        runs: dict[tuple[str, str], list[str]] = {}
+        queues: dict[str, list[tuple[str, str]]] = {}
+        for key, measurers in self.missing().items():
+            by = [v for v in measurers if v in counted]
+            if by and self.retry_at.get(key[0], 0) <= now:
+                runs[key] = by
+                for validator in by:
+                    queues.setdefault(validator, []).append(key)
+        order = sorted(queues, key=lambda v: (-stakes[v], v))
+        start = self.polls % len(order) if order else 0
+        self.polls += 1
+        turns = [iter(queues[v]) for v in order[start:] + order[:start]]
+        picked: dict[tuple[str, str], list[str]] = {}
+        while turns and len(picked) < MAX_PER_ROUND:
+            for turn in list(turns):
+                key = next((k for k in turn if k not in picked), None)
+                if key is None:
+                    turns.remove(turn)
+                elif len(picked) < MAX_PER_ROUND:
+                    picked[key] = runs[key]
+        return list(picked.items())
+
     def _held_by_earlier(self, digest: str, commitment) -> bool:
         """The bundle is held here for a hotkey that committed it no later than `commitment`
         (no fetch then: the miner's claim could not take the row over)."""
@@ -105,7 +144,8 @@ class BundleFetcher:
             return precedes_holder(s, digest, commitment, self.metagraph) is False
 
     def round(self, peers: list[Peer], *, budget: RoundBudget | None = None) -> int:
-        """Fetch up to MAX_PER_ROUND missing bundles; returns how many were stored.
+        """Fetch up to MAX_PER_ROUND missing bundles (`candidates`); returns how many were
+        stored.
 
         `budget`: each peer's share of the peer loop's round (a new one when None): a peer
         whose share is spent is not asked, and a request ends by the end of that share."""
@@ -113,8 +153,7 @@ class BundleFetcher:
         now = self.clock()
         urls = {p.hotkey: p for p in peers if p.url is not None}
         stored = 0
-        todo = [(k, v) for k, v in self.missing().items() if self.retry_at.get(k[0], 0) <= now]
-        for (digest, miner), measurers in todo[:MAX_PER_ROUND]:
+        for (digest, miner), measurers in self.candidates(peers, now):
             self.retry_at[digest] = now + RETRY_S
             try:
                 commitment = self.subnet.latest_commitment(miner)

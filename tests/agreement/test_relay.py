@@ -183,7 +183,11 @@ def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
         asked, get = [], fetcher._get
         fetcher._get = lambda peer, digest, *more: asked.append(digest) or get(peer, digest,
                                                                                  *more)
-        assert fetcher.round(electorate_of(d, trio)) == 0 and asked == []
+        # (the stale peer counts as permitted: only runs permitted validators measured are
+        # fetched, and the claim is what keeps this one from costing a fetch)
+        stale_peer = Peer("a-stale-peer", None, 1.0)
+        assert fetcher.round(electorate_of(d, trio) + [stale_peer]) == 0 and asked == []
+        assert y.digest in fetcher.retry_at  # it was considered, then passed over
     finally:
         fetcher.close()
     with d.store.session() as s:
