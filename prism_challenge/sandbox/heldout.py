@@ -100,16 +100,17 @@ def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
 
 def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
                  rng: np.random.Generator, label: object = None) -> Task:
-    """One more task like `plan.tasks`' (a block of consecutive plan rows, each cut after
-    one of its positions), but each row at a cut of its own, drawn at random: every row is
-    answered again with the rows beside it changed. A model answers a row from that row
-    alone, so each answer equals the one it gave before; a model that pools what the rows
-    of its batch hold (learning from the held-out text it is shown, within one forward)
-    answers differently. Served after all of the model's plan tasks, so it shows no text
-    that was not already scored. Its tag is (model, RECHECK, label, rows, cuts)."""
-    starts = np.arange(0, len(plan.rows), batch)
-    start = int(rng.choice(starts))
-    idx = np.arange(start, min(start + batch, len(plan.rows)))
+    """One more task like `plan.tasks`' (up to `batch` plan rows in plan order, each cut
+    after one of its positions), with rows drawn at random from the whole plan and each at
+    a cut of its own: every row is answered again beside other rows than when it was
+    scored. A model answers a row from that row alone, so each answer equals the one it
+    gave before; a model that pools what the rows of its batch hold (learning from the
+    held-out text it is shown, within one forward) answers differently. (A plan of one
+    batch of rows keeps its rows; only their cuts change.) Served after all of the model's
+    plan tasks, so it shows no text that was not already scored. Its tag is (model,
+    RECHECK, label, rows, cuts)."""
+    n = len(plan.rows)
+    idx = np.sort(rng.choice(n, size=min(batch, n), replace=False))
     n_cuts = plan.positions.shape[1]
     cuts = rng.integers(0, n_cuts, size=len(idx))
     if len(idx) > 1 and n_cuts > 1 and (cuts == cuts[0]).all():

@@ -83,7 +83,7 @@ def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
     fake.block = 1050
     wait_for(lambda: fake.sent("set_mechanism_weights"), 10, "weights")
     (weights,) = fake.sent("set_mechanism_weights")
-    assert weights.params["dests"] == [0] and weights.params["version_key"] == 1_001_000
+    assert weights.params["dests"] == [0] and weights.params["version_key"] == 1_002_000
     time.sleep(0.6)
     assert len(fake.sent("set_mechanism_weights")) == 1  # rate limited until block 1150
     # /v1/weights shows the vector as conformed to the subnet's rules, as it was sent.

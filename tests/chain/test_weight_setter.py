@@ -43,7 +43,7 @@ def test_weights_are_set_when_the_rate_limit_has_passed_with_the_scoring_version
     (sent,) = fake.extrinsics
     assert sent.function == "set_mechanism_weights"
     assert sent.params["dests"] == [0, 2] and sent.params["weights"] == [21845, 65535]
-    assert sent.params["version_key"] == version_key() == 1_001_000
+    assert sent.params["version_key"] == version_key() == 1_002_000
     assert status.weights["set"] == 1 and status.last_set_block == 1050
 
 
