@@ -262,7 +262,9 @@ class AgreementSettings(Section):
     settle_s: float = Field(300.0, ge=0)
     # Seconds between two rounds of fetching from every peer.
     poll_s: float = Field(60.0, gt=0)
-    # Per-request timeout, and the most bytes one page may have.
+    # Seconds one request to a peer may take in all (connection, headers and body; a peer
+    # that drips its answer is cut there), and each peer's share of a round is three of
+    # them; and the most bytes one page may have.
     timeout_s: float = Field(10.0, gt=0)
     max_page_bytes: int = Field(1_000_000, ge=1024, le=16_000_000)
     # Rows per page asked of a peer (and the most this node serves per page).
