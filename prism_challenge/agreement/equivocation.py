@@ -1,12 +1,15 @@
 """Equivocation: one validator signing two different measurements of one run.
 
 An honest validator scores a run once: its bpb, held-out delta, scoring time and stream
-parts for a (digest, miner hotkey, corpus, scoring version) never change. Only the replay
-verdict and the eligibility that follows from it do, and only one way: a run once verified
-stays verified at the same moment, and a run once ineligible never becomes eligible again.
-Two signed pages of one hotkey that disagree on the fixed values, or whose later signature
-takes one of those steps back, are therefore a proof that it served different numbers to
-different validators:
+parts for a (digest, scoring version) never change. The miner hotkey and corpus do not make
+another run: a digest is scored once per store (a score is never overwritten), and when an
+earlier committer of the digest takes the run over its row keeps that score; so a row that
+moves to another miner keeps every value, and a lie cannot escape by naming another miner.
+Only the replay verdict and the eligibility that follows from it change, and only one way:
+a run once verified stays verified at the same moment, and a run once ineligible never
+becomes eligible again. Two signed pages of one hotkey that disagree on the fixed values,
+or whose later signature takes one of those steps back, are therefore a proof that it
+served different numbers to different validators (or took back what it published):
 checkable by anyone (agreement/signed.py), stored in `equivocations`, served at
 `GET /v1/equivocations`, fetched and checked again by every peer. Every validator holding a
 proof leaves that validator out of its electorate until `until` = the later signature's
@@ -41,6 +44,13 @@ class Measured(Protocol):
     eligible: bool
     verified: bool
     verified_at: float | None
+    scoring_version: str
+
+
+def same_run(a: Measured, b: Measured) -> bool:
+    """Two rows of one digest are one measurement when signed under the same scoring
+    version, whatever miner or corpus they name (see the module's docstring)."""
+    return a.scoring_version == b.scoring_version
 
 
 def _fixed(m: Measured) -> tuple:
@@ -86,8 +96,9 @@ def proof(validator: str, digest: str, first: Signed, second: Signed) -> dict:
 def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew_s: float,
                 max_bytes: int) -> tuple[str, str, Signed, Signed]:
     """(validator, digest, first, second) of a proof that checks out: two pages both
-    signed by `validator`, each with a row for `digest` of the same miner, corpus and
-    scoring version, that conflict. Raises PageInvalid otherwise."""
+    signed by `validator`, each with a row for `digest` (its first) of the same scoring
+    version, that conflict, whatever miner or corpus each names. Raises PageInvalid
+    otherwise."""
     if not isinstance(data, dict) or set(data) != {"validator", "digest", "pages"} or not (
             isinstance(data["pages"], list) and len(data["pages"]) == 2):
         raise PageInvalid("malformed", "a proof is {validator, digest, pages: [two pages]}")
@@ -104,9 +115,7 @@ def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew
             raise PageInvalid("malformed", f"a page of the proof has no row for {digest!r}")
         rows.append(found[0])
     a, b = rows
-    if (a.miner_hotkey, a.corpus, a.scoring_version) != (
-            b.miner_hotkey, b.corpus, b.scoring_version) or not conflicting_pages(
-                (signed[0], a), (signed[1], b)):
+    if not same_run(a, b) or not conflicting_pages((signed[0], a), (signed[1], b)):
         raise PageInvalid("no_conflict", f"the two pages agree on {digest[:16]}: no proof")
     return validator, digest, signed[0], signed[1]
 

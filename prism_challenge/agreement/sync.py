@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from prism_challenge.agreement.equivocation import check_proof, conflicting_pages, record
+from prism_challenge.agreement.equivocation import (
+    check_proof,
+    conflicting_pages,
+    record,
+    same_run,
+)
 from prism_challenge.agreement.fetch import (
     PEER_ROUND_TIMEOUTS,
     PeerFetcher,
@@ -279,8 +284,14 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
     bounded by this validator's clock (`now`); returns the rows written.
 
     With `signed` (the page as its author signed it) the page is kept to be relayed, and a
-    row that conflicts with the signed row stored for that validator and run is not
-    written: the two pages are a proof of equivocation, stored (and appended to `proofs`)."""
+    row that conflicts with the signed row stored for that validator and digest is not
+    written, whatever miner or corpus either names: the two pages are a proof of
+    equivocation, stored (and appended to `proofs`). Every row stored thus agrees with all
+    this validator stored of that run before it: the row cannot step back by passing
+    through another miner, corpus or scoring version in between. So a page's second row
+    for a digest is skipped (the first is the one a proof reads), and so is a row of
+    another scoring version than this validator's (an honest page serves its own version
+    only, and only pages of this version are stored)."""
     now = time.time() if now is None else now
 
     def bounded(claimed: float) -> float:
@@ -289,12 +300,16 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
     kept = None if signed is None else _keep(session, page.validator, signed, now)
     earlier: dict[int, MeasurementsPage] = {}
     written = 0
+    seen: set[str] = set()
     for row in page.rows:
+        if row.digest in seen or row.scoring_version != SCORING_VERSION:
+            continue
+        seen.add(row.digest)
         old = session.scalar(select(PeerMeasurement).where(
             PeerMeasurement.validator == page.validator, PeerMeasurement.digest == row.digest))
         if old is not None and kept is not None and old.page_id not in (None, kept.id):
             before = _signed_row(session, old.page_id, row.digest, earlier)
-            if before is not None and _same_run(before[1], row) and conflicting_pages(
+            if before is not None and same_run(before[1], row) and conflicting_pages(
                     before, (signed, row)):
                 first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
                 if record(session, page.validator, row.digest, first, second, ban_s=ban_s,
@@ -359,11 +374,6 @@ def _signed_row(session: Session, page_id: int, digest: str,
         if row.digest == digest:
             return Signed(stored.target, dict(stored.headers), stored.body), row
     return None
-
-
-def _same_run(a: MeasurementRow, b: MeasurementRow) -> bool:
-    return (a.miner_hotkey, a.corpus, a.scoring_version) == (
-        b.miner_hotkey, b.corpus, b.scoring_version)
 
 
 def _heard(session: Session, validator: str, signed: Signed) -> None:

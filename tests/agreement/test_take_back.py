@@ -1,0 +1,141 @@
+"""A validator cannot take back or revise a measurement it published by naming another
+miner in between (real wallets, real servers on 127.0.0.1, real SQLite stores): the row it
+first signed stands and the conflicting pages are a proof. An honest validator whose run
+is taken over by an earlier committer moves its row to that miner with no proof."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from agreement_kit import NETUID, add_scored, digest_of, electorate_of
+from bittensor import http_auth
+from sqlalchemy import select
+
+from prism_challenge.agreement.equivocation import check_proof, excluded
+from prism_challenge.agreement.signed import Signed, signed_headers
+from prism_challenge.agreement.sync import store_page
+from prism_challenge.agreement.wire import MeasurementRow, MeasurementsPage, target
+from prism_challenge.scoring.version import SCORING_VERSION
+from prism_challenge.storage.tables import (
+    Equivocation,
+    PeerMeasurement,
+    Score,
+    Submission,
+    Verification,
+)
+
+
+def _measured_by(node, b, live_server, *, miner: str, bpb: float) -> list:
+    """`node` scored and verified Y for `miner` and serves it; b has synced it once.
+    Returns b's electorate (itself and `node`)."""
+    add_scored(node.store, name="Y", miner=miner, block=5, bpb=bpb)
+    node.serve(live_server)
+    electorate = electorate_of(b, [node])
+    b.sync(electorate)
+    assert _row_of(b, node.hotkey, digest_of("Y")) == (miner, bpb, True)
+    return electorate
+
+
+def _serve_as(node, digest: str, *, miner: str, block: int = 5, bpb: float | None = None,
+              verified: bool = True) -> None:
+    """What `node` serves of the run `digest` from now on: its committer `miner` (committed
+    at `block`), and (a liar's edit) another bpb or its replay verdict dropped."""
+    with node.store.session() as s:
+        sub = s.scalars(select(Submission).where(Submission.digest == digest)).one()
+        sub.hotkey, sub.block = miner, block
+        if bpb is not None:
+            s.get(Score, sub.id).bpb = bpb
+        if not verified:
+            s.query(Verification).filter(Verification.submission_id == sub.id).delete()
+
+
+def _row_of(node, validator: str, digest: str) -> tuple:
+    with node.store.session() as s:
+        row = s.scalars(select(PeerMeasurement).where(
+            PeerMeasurement.validator == validator, PeerMeasurement.digest == digest)).one()
+        return row.miner_hotkey, row.bpb, row.verified_at is not None
+
+
+def test_a_verified_run_cannot_be_taken_back_through_another_miner(nodes, wallets,
+                                                                    live_server):
+    """Before: (1) Y verified at 0.98 under miner O, (2) Y under miner X, unverified,
+    (3) Y under O again, unverified at 1.05: each compared only with the row of the same
+    miner stored, all three stored, no proof, b holding O unverified at 1.05."""
+    o, x = (wallets[n].hotkey.ss58_address for n in ("miner2", "miner1"))
+    liar, b = nodes["liar"], nodes["b"]
+    y = digest_of("Y")
+    electorate = _measured_by(liar, b, live_server, miner=o, bpb=0.98)
+
+    _serve_as(liar, y, miner=x, verified=False)  # the verdict dropped, under another miner
+    _, status = b.sync(electorate)
+    assert status.equivocations == {liar.hotkey: 1}
+    _serve_as(liar, y, miner=o, bpb=1.05, verified=False)  # back to O, revised
+    b.sync(electorate)
+
+    assert _row_of(b, liar.hotkey, y) == (o, 0.98, True)  # what it signed first stands
+    with b.store.session() as s:
+        (proof,) = s.scalars(select(Equivocation)).all()
+        assert (proof.validator, proof.digest) == (liar.hotkey, y)
+        assert excluded(s) == {liar.hotkey}
+        # the proof is one every peer accepts: pages of O verified and of X unverified
+        checked = check_proof(proof.proof, netuid=NETUID, own_hotkey=b.hotkey,
+                              now_ns=time.time_ns(), skew_s=60, max_bytes=1_000_000)
+    assert checked[:2] == (liar.hotkey, y)
+
+
+def test_an_honest_row_moves_to_the_earlier_committer_without_proof(nodes, wallets,
+                                                                     live_server):
+    """The honest take-over: a held Y for X (block 5); O committed it at block 2 and takes
+    the run over with the same score and verdict, so b's row of a follows to O."""
+    o, x = (wallets[n].hotkey.ss58_address for n in ("miner2", "miner1"))
+    a, b = nodes["a"], nodes["b"]
+    y = digest_of("Y")
+    electorate = _measured_by(a, b, live_server, miner=x, bpb=0.99)
+    _serve_as(a, y, miner=o, block=2)
+    _, status = b.sync(electorate)
+
+    assert _row_of(b, a.hotkey, y) == (o, 0.99, True)
+    assert status.equivocations == {}
+    with b.store.session() as s:
+        assert s.scalars(select(Equivocation)).all() == [] and excluded(s) == set()
+
+
+def _signed(wallet, rows: list[MeasurementRow], n: int) -> tuple[MeasurementsPage, Signed]:
+    """A page of `rows` signed by `wallet` as its answer to the n-th request."""
+    page = MeasurementsPage(validator=wallet.hotkey.ss58_address, netuid=NETUID,
+                            scoring_version=SCORING_VERSION, rows=rows, next=f"{n}:1")
+    body, asked = page.model_dump_json().encode(), target(f"{n}:0", 200)
+    headers = http_auth.sign(wallet, method="GET", path=asked, body=body)
+    time.sleep(0.002)  # each page signed at a later nanosecond
+    return page, Signed(asked, signed_headers(headers), body)
+
+
+@pytest.mark.parametrize("between, proven", [
+    ({"corpus": "other"}, True),  # another corpus, the verdict dropped: a proof
+    ({"scoring_version": "0.0.1"}, True),  # a row of another version: never stored
+    (None, False),  # the revised row second in the page of the first one: skipped
+], ids=["corpus", "version", "second_row"])
+def test_a_row_cannot_be_revised_through_another_corpus_version_or_a_second_row(
+        nodes, wallets, between, proven):
+    """Before: a row of another corpus or scoring version in between, or a second row for
+    the run in one page, replaced O verified at 0.98 with O unverified at 1.05, no proof."""
+    liar, b = wallets["liar"], nodes["b"]
+    y = digest_of("Y")
+    first = MeasurementRow(miner_hotkey=wallets["miner2"].hotkey.ss58_address, digest=y,
+                           block=2, bpb=0.98, heldout_delta=0.5, eligible=True,
+                           verified=True, measured_at=100.0, verified_at=101.0,
+                           corpus="demo", scoring_version=SCORING_VERSION)
+    revised = first.model_copy(update={"bpb": 1.05, "verified": False, "verified_at": None})
+    if between is None:
+        pages = [[first], [first, revised]]
+    else:
+        pages = [[first], [revised.model_copy(update=between)], [revised]]
+    proofs: list = []
+    with b.store.session() as s:
+        for n, rows in enumerate(pages):
+            page, signed = _signed(liar, rows, n)
+            store_page(s, page, signed=signed, proofs=proofs)
+        row = s.scalars(select(PeerMeasurement)).one()
+        assert (row.bpb, row.verified_at, row.corpus) == (0.98, 101.0, "demo")
+        assert proofs == ([(liar.hotkey.ss58_address, y)] if proven else [])
