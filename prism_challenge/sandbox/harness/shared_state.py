@@ -87,7 +87,9 @@ class SharedState:
                 _put_back_class(cls, items)
         if list(map(len, self.tables)) != self.table_sizes:
             for table, keys in zip(self.tables, self.table_keys, strict=True):
-                for key in [k for k in table if k not in keys]:
+                # public names only: a bundle can write no other, and torch's own marks
+                # (compilation's, on functions it wrapped) stay where it put them
+                for key in [k for k in table if _public(k) and k not in keys]:
                     del table[key]
 
     def _classes_changed(self) -> bool:
@@ -159,8 +161,12 @@ def _read_flags(torch) -> dict:
 
 
 def _write_flags(torch, flags: dict) -> None:
+    """Each flag that moved, set back (only those: a setter may warn that it is deprecated)."""
+    now = _read_flags(torch)
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
     for key, value in flags.items():
+        if now.get(key) == value:
+            continue
         kind, _, name = key.partition(".")
         if kind == "float32_matmul_precision":
             torch.set_float32_matmul_precision(value)
