@@ -182,7 +182,8 @@ def test_a_tensor_subclass_cannot_rewrite_the_scored_loss(run):
     """Logits of a tensor subclass would compute the harness's per-position losses with the
     model's own methods (the replay passed such a run, halved at one step). The harness
     takes a plain tensor only: the run ends at its first forward as a contract error."""
-    record = run(bundle("tensor_subclass"))
+    # the attack corpus's bundle, run past the AST policy that refuses it
+    record = run(bundle("../attacks/b2_tensor_subclass_alias"))
     assert record.exit_reason == "contract"
     assert "Scaled, not a plain logits tensor" in record.exit_detail
     assert record.consumed.scored_tokens == 0
