@@ -14,14 +14,15 @@ BATCH = 8
 STEPS = 12
 
 
-def tiny_settings(challenge: dict | None = None, **sandbox) -> Settings:
+def tiny_settings(challenge: dict | None = None, scoring: dict | None = None,
+                  **sandbox) -> Settings:
     return Settings(
         challenge={"seq_len": SEQ_LEN, "token_budget": SEQ_LEN * BATCH * STEPS,
                    "deadline_s": 30.0, **(challenge or {})},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "pids_max": 64,
                  "disk_bytes": 64 * 2**20, "output_bytes": 16384, "startup_grace_s": 60.0,
                  "save_grace_s": 3.0, "eval_time_s": 120.0, **sandbox},
-        scoring={"heldout_positions": 384, "heldout_cuts_per_row": 4},
+        scoring={"heldout_positions": 384, "heldout_cuts_per_row": 4, **(scoring or {})},
         verification={"snapshot_steps": 2},
     )
 

@@ -34,11 +34,19 @@ class HeldOutPlan:
     def targets(self) -> np.ndarray:
         return np.take_along_axis(self.rows[:, 1:], self.positions, axis=1)
 
+    def batch_rows(self, batch: int) -> int:
+        """Rows per task: at most `batch`, and at most half the plan's rows, so a cut of the
+        plan always takes two tasks or more and a recheck can give every row neighbours it
+        was not scored beside (a plan of one batch would leave it none to draw)."""
+        return max(1, min(batch, math.ceil(len(self.rows) / 2)))
+
     def tasks(self, model: str, batch: int, separator_id: int, label: object = None):
-        """Logits tasks in the safe order: cut index by cut index, rows in batches; each
-        answer's tag is (model, cut, label), `label` naming the plan when several are served."""
+        """Logits tasks in the safe order: cut index by cut index, rows in batches of
+        `batch_rows`; each answer's tag is (model, cut, label), `label` naming the plan when
+        several are served."""
         inputs = self.rows[:, :-1]
         targets = self.targets()
+        batch = self.batch_rows(batch)
         for j in range(self.positions.shape[1]):
             for start in range(0, len(self.rows), batch):
                 idx = np.arange(start, min(start + batch, len(self.rows)))
@@ -100,17 +108,18 @@ def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
 
 def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
                  rng: np.random.Generator, label: object = None) -> Task:
-    """One more task like `plan.tasks`' (up to `batch` plan rows in plan order, each cut
+    """One more task like `plan.tasks`' (`batch_rows` plan rows in plan order, each cut
     after one of its positions), with rows drawn at random from the whole plan and each at
     a cut of its own: every row is answered again beside other rows than when it was
-    scored. A model answers a row from that row alone, so each answer equals the one it
-    gave before; a model that pools what the rows of its batch hold (learning from the
-    held-out text it is shown, within one forward) answers differently. (A plan of one
-    batch of rows keeps its rows; only their cuts change.) Served after all of the model's
-    plan tasks, so it shows no text that was not already scored. Its tag is (model,
-    RECHECK, label, rows, cuts)."""
+    scored (a plan's tasks hold at most half its rows). A model answers a row from that row
+    alone, so each answer equals the one it gave before; a model that pools what the rows of
+    its batch hold (learning from the held-out text it is shown, within one forward)
+    answers differently. Nothing marks it apart from a plan task: real rows only, in plan
+    order, as many as a full plan task. Served after all of the model's plan tasks, so it
+    shows no text that was not already scored. Its tag is (model, RECHECK, label, rows,
+    cuts)."""
     n = len(plan.rows)
-    idx = np.sort(rng.choice(n, size=min(batch, n), replace=False))
+    idx = np.sort(rng.choice(n, size=plan.batch_rows(batch), replace=False))
     n_cuts = plan.positions.shape[1]
     cuts = rng.integers(0, n_cuts, size=len(idx))
     if len(idx) > 1 and n_cuts > 1 and (cuts == cuts[0]).all():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sandbox_kit import bundle, digest_of
+from sandbox_kit import bundle, digest_of, tiny_settings
 
 from prism_challenge.sandbox.heldout import heldout_plan, ratio_se
 from prism_challenge.sandbox.heldout_round import LOCAL_ROUND, RoundClock, reveal, round_of
@@ -81,6 +81,25 @@ def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_pa
     score = score_record(pooler, runner.settings.scoring)
     assert not score.eligible
     assert any("other rows shared its batch" in r for r in score.reasons), score.reasons
+
+
+def test_a_plan_of_few_rows_still_rechecks_rows_beside_new_neighbours(make_runner, tmp_path):
+    """16 plan rows (under one task's 32): the plan's tasks hold 8 rows each, so the recheck
+    draws its 8 rows from both halves and the pooler's answers move. (With the plan as one
+    task of 16 rows the recheck could only change cuts, and a pooler of the rows' first
+    tokens, which no cut removes, passed it: rows_apart 0.0, held-out bpb 2.592 against the
+    honest 2.598.)"""
+    r = make_runner(tiny_settings(scoring={"heldout_positions": 64}))
+    plan = _plan(r, LOCAL_ROUND)
+    assert len(plan.rows) == 16 and plan.batch_rows(32) == 8
+    honest, pooler = (r.run(files, digest_of(files), tmp_path / name)
+                      for name, files in (("a", bundle("tiny")),
+                                          ("b", bundle("heldout_head_pooler"))))
+    assert honest.eval.probe_trained.rows_apart == 0.0
+    assert pooler.eval.val_bpb_trained != honest.eval.val_bpb_trained
+    assert pooler.eval.probe_trained.rows_apart > 10 * r.settings.scoring.probe_abs_tol
+    assert not pooler.eval.probe_trained.ok
+    assert not score_record(pooler, r.settings.scoring).eligible
 
 
 def test_a_validators_rounds_keep_their_secret_and_reveal_only_ended_rounds(tmp_path):
