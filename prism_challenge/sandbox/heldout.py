@@ -42,7 +42,8 @@ class HeldOutPlan:
 
     def tasks(self, model: str, batch: int, separator_id: int, label: object = None):
         """Logits tasks in the safe order: cut index by cut index, rows in batches of
-        `batch_rows`; each answer's tag is (model, cut, label), `label` naming the plan when
+        `batch_rows` (the last batch topped up with rows of filler, so every task has one
+        shape); each answer's tag is (model, cut, label), `label` naming the plan when
         several are served."""
         inputs = self.rows[:, :-1]
         targets = self.targets()
@@ -52,7 +53,9 @@ class HeldOutPlan:
                 idx = np.arange(start, min(start + batch, len(self.rows)))
                 pos = self.positions[idx, j]
                 local = np.arange(len(idx))
-                yield Task("logits", model, cut_rows(inputs[idx], local, pos, separator_id),
+                block = np.full((batch, inputs.shape[1]), separator_id, dtype=inputs.dtype)
+                block[local] = inputs[idx]
+                yield Task("logits", model, cut_rows(block, local, pos, separator_id),
                            targets=targets[idx, j], select_rows=local.tolist(),
                            select_positions=pos.tolist(), tag=(model, j, label))
 
@@ -108,24 +111,29 @@ def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
 
 def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
                  rng: np.random.Generator, label: object = None) -> Task:
-    """One more task like `plan.tasks`' (`batch_rows` plan rows in plan order, each cut
-    after one of its positions), with rows drawn at random from the whole plan and each at
-    a cut of its own: every row is answered again beside other rows than when it was
-    scored (a plan's tasks hold at most half its rows). A model answers a row from that row
-    alone, so each answer equals the one it gave before; a model that pools what the rows of
-    its batch hold (learning from the held-out text it is shown, within one forward)
-    answers differently. Nothing marks it apart from a plan task: real rows only, in plan
-    order, as many as a full plan task. Served after all of the model's plan tasks, so it
-    shows no text that was not already scored. Its tag is (model, RECHECK, label, rows,
-    cuts)."""
+    """One more task shaped like `plan.tasks`' (`batch_rows` rows, each cut after one of its
+    positions) whose rows come from different plan tasks: each place of the batch holds the
+    row that had that place in a task drawn at random, cut at one of its positions drawn at
+    random. Every row is answered again at its own place in a batch of the same shape, beside
+    rows it was not scored beside (a plan's tasks hold at most half its rows, so there are
+    always two tasks to draw from). A model answers a row from that row alone, so each
+    answer equals the one it gave before, with the arithmetic it had (same place, same
+    shape); a model that pools what the rows of its batch hold (learning from the held-out
+    text it is shown, within one forward) answers differently. Nothing marks it apart from
+    a plan task: real rows only, as many as a full one. Served after all of the model's plan
+    tasks, so it shows no text that was not already scored. Its tag is (model, RECHECK,
+    label, rows, cuts)."""
     n = len(plan.rows)
-    idx = np.sort(rng.choice(n, size=plan.batch_rows(batch), replace=False))
+    b = plan.batch_rows(batch)
+    tasks = np.array([len(range(s, n, b)) for s in range(b)])  # tasks holding each place
+    drawn = rng.integers(0, tasks)
+    if b > 1 and (drawn == drawn[0]).all():
+        drawn[0] = (drawn[0] + 1 + rng.integers(0, tasks[0] - 1)) % tasks[0]
+    idx = drawn * b + np.arange(b)
     n_cuts = plan.positions.shape[1]
-    cuts = rng.integers(0, n_cuts, size=len(idx))
-    if len(idx) > 1 and n_cuts > 1 and (cuts == cuts[0]).all():
-        cuts[-1] = (cuts[0] + 1) % n_cuts  # rows beside each row differ from its first answer
+    cuts = rng.integers(0, n_cuts, size=b)
     pos = plan.positions[idx, cuts]
-    local = np.arange(len(idx))
+    local = np.arange(b)
     return Task("logits", model, cut_rows(plan.rows[idx, :-1], local, pos, separator_id),
                 targets=plan.targets()[idx, cuts], select_rows=local.tolist(),
                 select_positions=pos.tolist(), tag=(model, RECHECK, label, idx, cuts))

@@ -83,6 +83,28 @@ def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_pa
     assert any("other rows shared its batch" in r for r in score.reasons), score.reasons
 
 
+@pytest.mark.parametrize("n", [3, 16, 17, 96, 200])
+def test_a_recheck_keeps_each_rows_place_and_shape_and_mixes_tasks(n):
+    """Every plan task of a cut has one shape (the last topped up with filler rows); the
+    recheck's row at each place is a row that had that place in some task, never all from
+    one task, so only the contents beside a row change."""
+    from prism_challenge.sandbox.heldout import HeldOutPlan, recheck_task
+
+    rows = np.arange(n * 9).reshape(n, 9) % 50 + 1
+    plan = HeldOutPlan(rows, np.tile(np.arange(1, 5), (n, 1)))
+    b = plan.batch_rows(32)
+    assert b == min(32, -(-n // 2))
+    shapes = {t.inputs.shape for t in plan.tasks("m", 32, 0)}
+    assert shapes == {(b, 8)}
+    for seed in range(50):
+        task = recheck_task(plan, "m", 32, 0, np.random.default_rng(seed))
+        idx = task.tag[3]
+        assert task.inputs.shape == (b, 8) and task.select_rows == list(range(b))
+        assert (idx % b == np.arange(b)).all() and (idx < n).all()
+        assert len(set((idx // b).tolist())) >= 2
+        assert (task.inputs[:, 0] == rows[idx, 0]).all()
+
+
 def test_a_plan_of_few_rows_still_rechecks_rows_beside_new_neighbours(make_runner, tmp_path):
     """16 plan rows (under one task's 32): the plan's tasks hold 8 rows each, so the recheck
     draws its 8 rows from both halves and the pooler's answers move. (With the plan as one
