@@ -58,12 +58,15 @@ PEER_ROUND_TIMEOUTS = 3
 class RoundBudget:
     """Each peer's share of one round: `seconds` of wall time for everything asked of it.
 
-    The peer loop asks its peers one after another, so without a bound one peer that
-    answers a byte at a time (each within the read timeout) would hold every other peer's
-    turn, and with them the quorum. A phase of the round takes a `turn` of a peer, whose
+    The peer loop asks its peers at once but stores nothing before every one is done, and
+    then asks them in turn for bundles; so without a bound one peer that answers a byte at
+    a time (each within the read timeout) would hold the whole round, and with it every
+    other peer's rows and the quorum. A phase of the round takes a `turn` of a peer, whose
     value is the deadline its requests must finish by; the time the turn took is charged to
     that peer. A peer whose request ran out of time has `spent` its share; `share` runs a
-    phase in a turn, or not at all once the share is spent."""
+    phase in a turn, or not at all once the share is spent. Each peer's turns run in one
+    thread at a time (its thread of the round, then the round's own), so threads asking
+    different peers at once touch different entries only."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds, self.clock = seconds, clock

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select
@@ -60,6 +61,30 @@ MAX_PAGES_PER_ROUND = 50  # a peer with more catches up over the following round
 # this many a round, and an honest one catching up takes a few rounds more.
 NEW_ROW_PAGES_PER_ROUND = 5
 MAX_PROOFS = 100  # proofs taken from one peer per round
+# Peers asked at once in a round (each by a thread of its own, one request at a time);
+# past this many, the others are asked as threads come free.
+PEER_CONCURRENCY = 64
+# What one peer's answers (its pages and the pages it relays) may hold in a round, in
+# `max_page_bytes`: they wait in memory until every peer is done, so a peer serving full
+# pages fast is not asked for more once it sent this much; the rest comes next round.
+HELD_PAGES_PER_PEER = 16
+
+
+@dataclass
+class _Answers:
+    """What one peer answered in a round, fetched in a thread of the round's pool and
+    stored by the round's own thread afterwards."""
+
+    pages: list[tuple[MeasurementsPage, Signed]] = field(default_factory=list)
+    # how its paging ended before its last page: its share of the round was used, a
+    # request failed or was refused, or it serves another scoring version (which)
+    share_used: bool = False
+    held_bytes: int = 0  # the bodies of its pages and relayed pages held for storing
+    failure: PeerUnreachable | PeerRefused | None = None
+    other_version: str | None = None
+    relayed: list[tuple[list[Signed], int]] = field(default_factory=list)  # (pages, next)
+    relay_refused: str | None = None  # the status label of a refused relay answer
+    proofs: object = None  # its proofs answer (JSON as it came), None without one
 
 
 @dataclass
@@ -86,64 +111,90 @@ class PeerSync:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
         (their own pages; relayed ones are counted in the status).
 
-        Each peer has `PEER_ROUND_TIMEOUTS` x the fetcher's timeout of the round for all
-        that is asked of it (`RoundBudget`): what it has not answered by then waits for the
-        next round, so one slow peer delays the others by that much at most."""
+        The peers are asked at once, each in a thread of its own (`PEER_CONCURRENCY` at a
+        time), and each has `PEER_ROUND_TIMEOUTS` x the fetcher's timeout of the round for
+        all that is asked of it (`RoundBudget`): what it has not answered by then waits for
+        the next round. So however many peers answer slowly, the round lasts about that
+        share, and a few slow ones cannot leave the honest peers' rows stale. Nothing is
+        stored by those threads: once every peer is done, this thread stores the answers
+        in the electorate's order (own pages, then relayed pages, then proofs), so the
+        store ends the same whatever order the answers arrived in."""
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
             _retire(s, {p.hotkey for p in electorate})
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         self.new_rows.clear()
-        stored: dict[str, int] = {}
-        for peer in peers:
-            stored[peer.hotkey] = budget.share(
-                peer.hotkey, lambda end, peer=peer: self._peer(peer, budget, end), 0)
+        with ThreadPoolExecutor(max_workers=max(1, min(PEER_CONCURRENCY, len(peers))),
+                                thread_name_prefix="prism-peer") as pool:
+            answers = list(pool.map(lambda peer: self._ask(peer, budget), peers))
+        stored = {peer.hotkey: self._store_pages(peer, got)
+                  for peer, got in zip(peers, answers, strict=True)}
         if self.relay:
             permitted = {p.hotkey for p in electorate if p.stake > 0} - {own.hotkey}
-            for peer in peers:
-                budget.share(peer.hotkey, lambda end, peer=peer: self._relayed(
-                    peer, permitted, budget, end), None)
-                budget.share(peer.hotkey, lambda end, peer=peer: self._proofs(
-                    peer, permitted, budget, end), None)
+            for peer, got in zip(peers, answers, strict=True):
+                self._store_relayed(peer, got, permitted)
+            for peer, got in zip(peers, answers, strict=True):
+                self._store_proofs(peer, got, permitted)
         if self.bundles is not None:
             self.bundles.round(peers, budget=budget)
         return stored
 
-    def _peer(self, peer: Peer, budget: RoundBudget, deadline: float) -> int:
-        total = 0
+    def _ask(self, peer: Peer, budget: RoundBudget) -> _Answers:
+        """Everything asked of `peer` this round, in its share of the round (a thread of the
+        round's pool: it reads the store, and writes nothing)."""
+        got = _Answers()
+        budget.share(peer.hotkey, lambda end: self._fetch_pages(peer, got, budget, end), None)
+        if self.relay:
+            budget.share(peer.hotkey, lambda end: self._fetch_relayed(peer, got, budget, end),
+                         None)
+            budget.share(peer.hotkey, lambda end: self._fetch_proofs(peer, got, budget, end),
+                         None)
+        return got
+
+    def _fetch_pages(self, peer: Peer, got: _Answers, budget: RoundBudget,
+                     deadline: float) -> None:
+        """The peer's pages after its cursor, until it has no more, one is refused, or the
+        page that would pass its new rows of the round (`_takes` decides again when they are
+        stored: this only stops fetching past it)."""
+        after, new, seen = self.cursors.get(peer.hotkey), 0, set()
         for _ in range(MAX_PAGES_PER_ROUND):
-            if time.monotonic() >= deadline:
-                log.info("agreement: peer %s used its share of this round; its next pages "
-                         "are fetched next round", peer.hotkey)
-                return total
-            after = self.cursors.get(peer.hotkey)
+            if time.monotonic() >= deadline or self._holds_enough(got):
+                got.share_used = True
+                return
             try:
                 page, signed = self.fetcher.fetch(peer, after, self.page_size,
                                                   deadline=deadline)
             except PeerUnreachable as exc:
                 if isinstance(exc, PeerTooSlow):
                     budget.exhaust(peer.hotkey)
-                self.status.page(peer.hotkey, "unreachable")
-                log.info("agreement: peer %s unreachable: %s", peer.hotkey, exc)
-                self._note(peer, f"unreachable: {exc}")
-                return total
+                got.failure = exc
+                return
             except PeerRefused as exc:
-                self.status.page(peer.hotkey, exc.reason)
-                log.warning("agreement: refused a page of peer %s (%s): %s; nothing stored",
-                            peer.hotkey, exc.reason, exc)
-                self._note(peer, f"refused ({exc.reason}): {exc}")
-                return total
+                got.failure = exc
+                return
             if page.scoring_version != SCORING_VERSION:
-                # Another version's measurements never rank here: the peer is not reached,
-                # and it is read again from the start once it runs this version (its rows
-                # are then served re-keyed, with change times its old cursor is past).
-                self.cursors.pop(peer.hotkey, None)
-                self.status.page(peer.hotkey, "other_version")
-                self._note(peer, f"serves scoring version {page.scoring_version or 'unknown'}"
-                           f", this validator {SCORING_VERSION}: not counted until both run "
-                           "the same")
-                return total
+                got.other_version = page.scoring_version or "unknown"
+                return
+            got.pages.append((page, signed))
+            got.held_bytes += len(signed.body)
+            digests = {row.digest for row in page.rows} - seen
+            with self.store.session() as s:
+                fresh = len(digests - _held(s, page.validator, digests))
+            seen |= digests
+            if fresh and new and new + fresh > self._max_new_rows:
+                return
+            new += fresh
+            if page.next is not None:
+                after = page.next
+            if not page.more:
+                return
+
+    def _store_pages(self, peer: Peer, got: _Answers) -> int:
+        """Store the peer's pages in the order it served them, move its cursor past each
+        one stored, and note how its paging ended; returns the rows written."""
+        total = 0
+        for page, signed in got.pages:
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
                 taken = self._takes(s, page)
@@ -159,18 +210,38 @@ class PeerSync:
             self.status.page(peer.hotkey, "ok", rows=len(page.rows))
             if page.next is not None:
                 self.cursors[peer.hotkey] = page.next
-            if not page.more:
-                return total
+        exc = got.failure
+        if got.share_used:
+            log.info("agreement: peer %s used its share of this round (its time, or the "
+                     "bytes one round holds); its next pages are fetched next round",
+                     peer.hotkey)
+        elif isinstance(exc, PeerUnreachable):
+            self.status.page(peer.hotkey, "unreachable")
+            log.info("agreement: peer %s unreachable: %s", peer.hotkey, exc)
+            self._note(peer, f"unreachable: {exc}")
+        elif isinstance(exc, PeerRefused):
+            self.status.page(peer.hotkey, exc.reason)
+            log.warning("agreement: refused a page of peer %s (%s): %s; nothing stored",
+                        peer.hotkey, exc.reason, exc)
+            self._note(peer, f"refused ({exc.reason}): {exc}")
+        elif got.other_version is not None:
+            # Another version's measurements never rank here: the peer is not reached, and
+            # it is read again from the start once it runs this version (its rows are then
+            # served re-keyed, with change times its old cursor is past).
+            self.cursors.pop(peer.hotkey, None)
+            self.status.page(peer.hotkey, "other_version")
+            self._note(peer, f"serves scoring version {got.other_version}, this validator "
+                       f"{SCORING_VERSION}: not counted until both run the same")
         return total
 
-    def _relayed(self, peer: Peer, permitted: set[str], budget: RoundBudget,
-                 deadline: float) -> None:
-        """The signed pages `peer` holds of other validators, each checked against its
-        author's signature and stored like a page fetched from that author."""
+    def _fetch_relayed(self, peer: Peer, got: _Answers, budget: RoundBudget,
+                       deadline: float) -> None:
+        """The signed pages `peer` holds of other validators, as it serves them (each is
+        checked against its author's signature when it is stored)."""
+        after = self.relay_cursors.get(peer.hotkey, 0)
         for _ in range(MAX_PAGES_PER_ROUND):
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self._holds_enough(got):
                 return  # the peer's share of this round is used: the rest next round
-            after = self.relay_cursors.get(peer.hotkey, 0)
             try:
                 data = self.fetcher.get_json(
                     peer, f"{RELAY_PATH}?after={after}&limit={RELAY_LIMIT}",
@@ -182,13 +253,22 @@ class PeerSync:
             except PeerUnreachable:
                 return
             except (PeerRefused, PageInvalid) as exc:
-                self.status.page(peer.hotkey, f"relay_{exc.reason}")
+                got.relay_refused = f"relay_{exc.reason}"
                 return
-            for signed in pages:
-                self._one_relayed(peer, signed, permitted)
+            got.relayed.append((pages, nxt))
+            got.held_bytes += sum(len(signed.body) for signed in pages)
             if nxt <= after or not pages:
                 return
-            self.relay_cursors[peer.hotkey] = nxt
+            after = nxt
+
+    def _store_relayed(self, peer: Peer, got: _Answers, permitted: set[str]) -> None:
+        for pages, nxt in got.relayed:
+            for signed in pages:
+                self._one_relayed(peer, signed, permitted)
+            if pages and nxt > self.relay_cursors.get(peer.hotkey, 0):
+                self.relay_cursors[peer.hotkey] = nxt
+        if got.relay_refused is not None:
+            self.status.page(peer.hotkey, got.relay_refused)
 
     def _one_relayed(self, peer: Peer, signed: Signed, permitted: set[str]) -> None:
         try:
@@ -208,17 +288,22 @@ class PeerSync:
         self._proven(proofs, f"relayed by {peer.hotkey}")
         self.status.page(page.validator, "relayed", rows=rows)
 
-    def _proofs(self, peer: Peer, permitted: set[str], budget: RoundBudget,
-                deadline: float) -> None:
-        """The peer's proofs of equivocation, each checked again before it is stored."""
+    def _fetch_proofs(self, peer: Peer, got: _Answers, budget: RoundBudget,
+                      deadline: float) -> None:
+        """The peer's proofs of equivocation, as it serves them."""
         try:
-            data = self.fetcher.get_json(peer, EQUIVOCATIONS_PATH,
-                                         max_bytes=4 * self.max_page_bytes + 65536,
-                                         deadline=deadline)
+            got.proofs = self.fetcher.get_json(peer, EQUIVOCATIONS_PATH,
+                                               max_bytes=4 * self.max_page_bytes + 65536,
+                                               deadline=deadline)
         except PeerTooSlow:
             budget.exhaust(peer.hotkey)
-            return
         except (PeerUnreachable, PeerRefused):
+            pass
+
+    def _store_proofs(self, peer: Peer, got: _Answers, permitted: set[str]) -> None:
+        """The peer's proofs of equivocation, each checked again before it is stored."""
+        data = got.proofs
+        if data is None:
             return
         if not isinstance(data, dict) or not isinstance(data.get("proofs"), list):
             self.status.page(peer.hotkey, "proof_malformed")
@@ -239,6 +324,9 @@ class PeerSync:
             if new:
                 self._proven([(validator, digest)], f"proof served by {peer.hotkey}")
 
+    def _holds_enough(self, got: _Answers) -> bool:
+        return got.held_bytes >= HELD_PAGES_PER_PEER * self.max_page_bytes
+
     @property
     def _max_new_rows(self) -> int:
         return NEW_ROW_PAGES_PER_ROUND * self.page_size
@@ -247,10 +335,8 @@ class PeerSync:
         """Whether the page's new rows fit in what its validator may add this round (the
         first page with new rows always does); counted when they do."""
         digests = {row.digest for row in page.rows}
-        held = set(session.scalars(select(PeerMeasurement.digest).where(
-            PeerMeasurement.validator == page.validator,
-            PeerMeasurement.digest.in_(sorted(digests)))))
-        new, before = len(digests - held), self.new_rows[page.validator]
+        new = len(digests - _held(session, page.validator, digests))
+        before = self.new_rows[page.validator]
         if new and before and before + new > self._max_new_rows:
             return False
         self.new_rows[page.validator] = before + new
@@ -266,6 +352,12 @@ class PeerSync:
     def _note(self, peer: Peer, error: str) -> None:
         with self.store.session() as s:
             _mark(s, peer, ok_at=None, error=error[:500])
+
+
+def _held(session: Session, validator: str, digests: set[str]) -> set[str]:
+    """Which of `digests` are stored for `validator`."""
+    return set(session.scalars(select(PeerMeasurement.digest).where(
+        PeerMeasurement.validator == validator, PeerMeasurement.digest.in_(sorted(digests)))))
 
 
 def _relay_answer(data: object, max_bytes: int) -> tuple[list[Signed], int]:

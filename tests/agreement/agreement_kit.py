@@ -9,15 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bittensor
+from bittensor import http_auth
+from fastapi import Request
+from fastapi.responses import Response
 
 from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.agreement.sync import PeerSync
+from prism_challenge.agreement.wire import MEASUREMENTS_PATH, MeasurementRow, MeasurementsPage
 from prism_challenge.api import ApiDeps
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.metagraph import StaticMetagraph
 from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage import Store
 from prism_challenge.storage.tables import Score, Submission, Verification
 from prism_challenge.validator.app import create_app
@@ -34,6 +39,17 @@ def make_wallet(root: Path, name: str) -> bittensor.Wallet:
 
 def digest_of(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()
+
+
+def signed_page(wallet: bittensor.Wallet, request: Request, rows: list[MeasurementRow], *,
+                next: str | None, more: bool) -> Response:
+    """A page of `rows` as the validator of `wallet` serves it: signed for the request."""
+    body = MeasurementsPage(validator=wallet.hotkey.ss58_address, netuid=NETUID,
+                            scoring_version=SCORING_VERSION, rows=rows, next=next,
+                            more=more).model_dump_json().encode()
+    asked = f"{MEASUREMENTS_PATH}?{request.url.query}"
+    return Response(body, media_type="application/json",
+                    headers=http_auth.sign(wallet, method="GET", path=asked, body=body))
 
 
 def settings(**agreement) -> Settings:

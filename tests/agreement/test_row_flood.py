@@ -11,7 +11,7 @@ import logging
 import time
 
 import pytest
-from agreement_kit import NETUID, add_scored, settings
+from agreement_kit import NETUID, add_scored, settings, signed_page
 from bittensor import http_auth
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -45,12 +45,7 @@ def flooder(wallet, miner: str, rows_per_page: int | None) -> FastAPI:
                                measured_at=time.time(), corpus="demo",
                                scoring_version=SCORING_VERSION)
                 for _ in range(rows_per_page or limit)]
-        body = MeasurementsPage(validator=wallet.hotkey.ss58_address, netuid=NETUID,
-                                scoring_version=SCORING_VERSION, rows=rows,
-                                next=f"{next(numbers)}:1", more=True).model_dump_json().encode()
-        asked = f"{MEASUREMENTS_PATH}?{request.url.query}"
-        return Response(body, media_type="application/json",
-                        headers=http_auth.sign(wallet, method="GET", path=asked, body=body))
+        return signed_page(wallet, request, rows, next=f"{next(numbers)}:1", more=True)
 
     return app
 
@@ -134,3 +129,36 @@ def test_a_relayed_page_with_more_rows_than_its_request_asked_is_refused(wallets
         with pytest.raises(PageInvalid) as refused:
             check(signed, netuid=NETUID, own_hotkey="x", now_ns=time.time_ns(), skew_s=60)
         assert refused.value.reason == "too_many_rows"
+
+
+def test_what_one_peer_sends_in_a_round_is_held_up_to_a_bound(nodes, wallets, live_server):
+    """A peer serving full pages of one run again and again, always saying more are
+    waiting: its answers wait in memory until every peer is done, so it is asked no more
+    once they hold `HELD_PAGES_PER_PEER` x `agreement.max_page_bytes`."""
+    from prism_challenge.agreement.sync import HELD_PAGES_PER_PEER, MAX_PAGES_PER_ROUND
+
+    b, liar = nodes["b"], nodes["liar"]
+    max_page_bytes = 30_000
+    b.settings = settings(max_page_bytes=max_page_bytes, relay=False)
+    wallet, miner = liar.wallet, wallets["miner2"].hotkey.ss58_address
+    sizes: list[int] = []
+    app = FastAPI()
+
+    @app.get(MEASUREMENTS_PATH)
+    def page(request: Request) -> Response:
+        row = MeasurementRow(miner_hotkey=miner, digest=hashlib.sha256(b"one").hexdigest(),
+                             bpb=0.5, heldout_delta=0.0, eligible=True, verified=False,
+                             measured_at=100.0, corpus="demo", scoring_version=SCORING_VERSION,
+                             stream_parts=[0.123456789012345] * 1024)
+        response = signed_page(wallet, request, [row], next="1:1", more=True)
+        sizes.append(len(response.body))
+        return response
+
+    url = live_server(app)
+    stored, _ = b.sync([Peer(b.hotkey, None, 1.0), Peer(liar.hotkey, url, 1.0)],
+                       timeout_s=30.0)
+    held = HELD_PAGES_PER_PEER * max_page_bytes
+    assert max_page_bytes / 2 < sizes[0] < max_page_bytes
+    # before: all MAX_PAGES_PER_ROUND pages were fetched (and, now, would wait in memory)
+    assert len(sizes) == -(-held // sizes[0]) < MAX_PAGES_PER_ROUND
+    assert stored == {liar.hotkey: len(sizes)} and rows_of(b, liar.hotkey) == 1

@@ -1,7 +1,8 @@
 """A permitted peer that answers slowly holds the peer loop for its share of the round at
 most: a request ends `agreement.timeout_s` after it began however steadily the bytes come,
-and everything asked of one peer in a round ends within 3 timeouts, so
-the honest peers after it are still reached (real servers on 127.0.0.1, real stores)."""
+and everything asked of one peer in a round ends within 3 timeouts; peers are asked at
+once, so however many are slow a round lasts about that long and the honest peers are
+still reached in it (real servers on 127.0.0.1, real stores)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import threading
 import time
 from collections import Counter
 
-from agreement_kit import LONG_AGO, NETUID, add_scored, electorate_of
-from bittensor import http_auth
+from agreement_kit import LONG_AGO, NETUID, add_scored, electorate_of, signed_page
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from fixture_bundles import bundle as fixture_bundle
@@ -28,7 +28,6 @@ from prism_challenge.agreement.wire import (
     MEASUREMENTS_PATH,
     RELAY_PATH,
     MeasurementRow,
-    MeasurementsPage,
 )
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
@@ -147,12 +146,7 @@ def slow_pager(wallet, miner: str, served: list[str], delay_s: float) -> FastAPI
                              bpb=1.0, heldout_delta=0.0, eligible=True, verified=False,
                              measured_at=time.time(), corpus="demo",
                              scoring_version=SCORING_VERSION)
-        body = MeasurementsPage(validator=wallet.hotkey.ss58_address, netuid=NETUID,
-                                scoring_version=SCORING_VERSION, rows=[row], next=f"{n + 1}:1",
-                                more=True).model_dump_json().encode()
-        asked = f"{MEASUREMENTS_PATH}?{request.url.query}"
-        return Response(body, media_type="application/json",
-                        headers=http_auth.sign(wallet, method="GET", path=asked, body=body))
+        return signed_page(wallet, request, [row], next=f"{n + 1}:1", more=True)
 
     return app
 
@@ -196,3 +190,69 @@ def test_a_peer_paging_slowly_is_cut_at_its_share_of_the_round_and_resumed_next_
             PeerMeasurement.validator == liar.hotkey)).all()
     assert sorted(held) == sorted(hashlib.sha256(b"%d" % i).hexdigest()
                                   for i in range(first[liar.hotkey] + second[liar.hotkey]))
+
+
+SLOW_PEERS = 6
+
+
+def test_many_slow_peers_cost_a_round_about_one_timeout_and_the_honest_peer_is_reached(
+        nodes, wallets, live_server):
+    """Six permitted validators dripping every answer, listed before the one honest peer:
+    they are asked at once, so the round lasts about one timeout, not six, and the honest
+    peer's row is stored in that round."""
+    a, b = honest_a(nodes, wallets, live_server), nodes["b"]
+    asked: Counter = Counter()
+    stop = threading.Event()
+    slow = [Peer(f"slow-validator-{i}", live_server(dripping(asked, stop)), 1.0)
+            for i in range(SLOW_PEERS)]
+    timeout_s = 2.0  # the honest peer answers within it even on a loaded machine
+    try:
+        started = time.monotonic()
+        stored, status = b.sync([Peer(b.hotkey, None, 1.0), *slow, Peer(a.hotkey, a.url, 1.0)],
+                                timeout_s=timeout_s)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+    # before: one peer after another, each page request ran its whole timeout (~12 s)
+    assert took < SLOW_PEERS * timeout_s / 2, (
+        f"the round took {took:.1f} s with {SLOW_PEERS} slow peers at timeout_s={timeout_s}")
+    assert dict(asked) == {MEASUREMENTS_PATH: SLOW_PEERS}  # each asked once, then left
+    assert stored == {p.hotkey: 0 for p in slow} | {a.hotkey: 1}
+    assert status.pages[(a.hotkey, "ok")] == 1
+    with b.store.session() as s:
+        assert [r.validator for r in s.scalars(select(PeerMeasurement))] == [a.hotkey]
+        for peer in slow:
+            assert "no complete answer by its deadline" in s.get(
+                AgreementPeer, peer.hotkey).last_error
+
+
+def late_page(wallet, miner: str, names: list[str], delay_s: float) -> FastAPI:
+    """A validator that signs one genuine page of runs `names` after `delay_s`."""
+    app = FastAPI()
+
+    @app.get(MEASUREMENTS_PATH)
+    def page(request: Request) -> Response:
+        time.sleep(delay_s)
+        rows = [MeasurementRow(miner_hotkey=miner, digest=hashlib.sha256(n.encode()).hexdigest(),
+                               bpb=1.0, heldout_delta=0.0, eligible=True, verified=False,
+                               measured_at=LONG_AGO, corpus="demo",
+                               scoring_version=SCORING_VERSION) for n in names]
+        return signed_page(wallet, request, rows, next="1:1", more=False)
+
+    return app
+
+
+def test_answers_are_stored_in_the_electorates_order_whichever_arrives_first(
+        nodes, wallets, live_server):
+    """The peer listed first answers last: its rows are still stored first (the same ids,
+    the same state, whatever order the answers arrive in)."""
+    a, b, liar = honest_a(nodes, wallets, live_server), nodes["b"], nodes["liar"]
+    url = live_server(late_page(liar.wallet, wallets["miner2"].hotkey.ss58_address,
+                                ["P", "Q"], delay_s=1.0))
+    stored, _ = b.sync([Peer(b.hotkey, None, 1.0), Peer(liar.hotkey, url, 1.0),
+                        Peer(a.hotkey, a.url, 1.0)], timeout_s=5.0)
+    assert stored == {liar.hotkey: 2, a.hotkey: 1}
+    with b.store.session() as s:
+        order = [r.validator for r in s.scalars(select(PeerMeasurement)
+                                                .order_by(PeerMeasurement.id))]
+    assert order == [liar.hotkey, liar.hotkey, a.hotkey]
