@@ -1,8 +1,10 @@
 """This validator's own measurements, read from its store in change order (what it serves).
 
-A row changes when the run is scored and again when its contender replay ends (a pass
-verifies it, a failure makes it ineligible); its change time is the later of the two, and
-the cursor walks (change time, submission id). Rows changed in the last `SERVE_LAG_S` are
+A row changes when the run is scored, again when its contender replay ends (a pass
+verifies it, a failure makes it ineligible), and when it passes to an earlier committer of
+the same bundle (its miner and block change: `Submission.taken_over_at`); its change time
+is the latest of these, and the cursor walks (change time, submission id), so a peer whose
+cursor passed the row reads it again after each. Rows changed in the last `SERVE_LAG_S` are
 held back: a transaction that took its timestamp earlier may not have committed yet, and a
 cursor that moved past it would skip it for good.
 """
@@ -35,7 +37,9 @@ def own_rows(session: Session, *, after: tuple[int, int] = (-1, -1), limit: int 
     """Scored runs changed after the cursor position `after` (and, when `now` is given,
     before `now - SERVE_LAG_S`), oldest change first, at most `limit`."""
     ended = case((Verification.status.in_(_ENDED), Verification.updated_at), else_=None)
-    changed = case((ended > Score.created_at, ended), else_=Score.created_at)
+    judged = case((ended > Score.created_at, ended), else_=Score.created_at)
+    taken = Submission.taken_over_at
+    changed = case((taken > judged, taken), else_=judged)
     query = (select(Submission, Score, Verification, changed.label("changed"))
              .join(Score, Score.submission_id == Submission.id)
              .outerjoin(Verification, Verification.submission_id == Submission.id)

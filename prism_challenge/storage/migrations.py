@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, LargeBinary, inspect, select, text
+from sqlalchemy import Connection, Engine, Float, LargeBinary, inspect, select, text
 
 from prism_challenge.storage.tables import (
     AgreementPeer,
@@ -119,10 +119,20 @@ def _v10_competition_keys(conn: Connection) -> None:
                          .values(corpus=key))
 
 
+def _v11_submission_taken_over(conn: Connection) -> None:
+    """Submissions record when they last passed to another committer (`taken_over_at`), so
+    the row peers are served moves past their cursors with its new miner. A row taken over
+    before this step stays where it was: a peer re-reads it from the start once restarted."""
+    if "taken_over_at" not in {c["name"] for c in inspect(conn).get_columns("submissions")}:
+        kind = Float().compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE submissions ADD COLUMN taken_over_at {kind}"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
     _v5_peer_measurements, _v6_verification_plan, _v7_relay_and_equivocations,
     _v8_record_steps, _v9_peer_stream_parts, _v10_competition_keys,
+    _v11_submission_taken_over,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -7,6 +7,8 @@ whole store.
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -17,6 +19,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
+    inspect,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -51,6 +55,20 @@ class Submission(Base):
     reviewed: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
     name: Mapped[str | None] = mapped_column(String(200))
     bundle: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    # when the row last passed to another committer (None: never), set on every change of
+    # its hotkey or block: what peers are served of the run changed then (agreement/own.py)
+    taken_over_at: Mapped[float | None] = mapped_column(Float)
+
+
+@event.listens_for(Submission, "before_update")
+def _taken_over(_mapper, _connection, row: Submission) -> None:  # noqa: ANN001
+    """A row whose committer changes (an earlier committer of the same bundle takes it
+    over, `intake/admission.py`) is served to peers under its new miner and block; its
+    served change time must move with it, or a peer whose cursor already passed the row
+    would keep the old miner's row for good. Set here, on whatever path changes them."""
+    state = inspect(row)
+    if state.attrs.hotkey.history.has_changes() or state.attrs.block.history.has_changes():
+        row.taken_over_at = time.time()
 
 
 class Nonce(Base):

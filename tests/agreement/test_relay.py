@@ -21,7 +21,8 @@ from prism_challenge.agreement.fetch import PeerFetcher
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.signed import PageInvalid
-from prism_challenge.agreement.sync import store_page
+from prism_challenge.agreement.status import AgreementStatus
+from prism_challenge.agreement.sync import PeerSync, store_page
 from prism_challenge.bundle import Bundle
 from prism_challenge.chain.ledger import LocalLedger
 from prism_challenge.chain.subnet import commitment_value
@@ -140,11 +141,12 @@ def test_a_run_whose_upload_missed_one_of_four_validators_is_fetched_and_ranked_
     assert len({(tuple(p.uids), tuple(p.weights_u16)) for p in plans}) == 1
 
 
-def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
-        nodes, wallets, live_server, tmp_path):
-    """The original's upload missed d, where a copier's later commitment of the same bundle
-    landed: the peer loop fetches the original's claim, the row passes to the earlier
-    committer (as an upload would), and a later claim never takes it back or costs a fetch."""
+def _copy_reached_d(nodes, wallets, live_server, tmp_path, **serve_d):
+    """Bundle Y committed by miner2, then by miner1 (a copier): a, b and c scored it as
+    miner2's, d (honest here) as miner1's, the copier's upload alone having reached it.
+    All four serve (d with `serve_d`) and know each other as permitted validators; returns
+    (miner1, miner2, Y, [a, b, c], d, miner2's commitment, miner1's, and a BundleFetcher
+    of d)."""
     m1, m2 = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
     ledger = LocalLedger(tmp_path / "ledger.db", nodes["a"].metagraph)
     y = Bundle(fixture_bundle("tiny"))
@@ -152,7 +154,7 @@ def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
     copied = ledger.commit(wallets["miner1"], commitment_value(m1, y.digest))
     assert copied.block > original.block
     trio = [nodes[n] for n in ("a", "b", "c")]
-    d = nodes["liar"]  # honest here: only the copier's upload reached it
+    d = nodes["liar"]
     for node, y_bpb in zip(trio, (0.990, 0.992, 0.994), strict=True):
         add_scored(node.store, name="X", miner=m1, block=1, bpb=1.000)
         add_scored(node.store, name="Y", miner=m2, block=original.block, bpb=y_bpb, bundle=y)
@@ -160,12 +162,22 @@ def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
     add_scored(d.store, name="Y", miner=m1, block=copied.block, bpb=0.992, bundle=y)
     four = trio + [d]
     for node in four:
-        node.serve(live_server)
+        node.serve(live_server, **({} if node is not d else serve_d))
     for node in four:  # each learns the others as permitted validators (bundles are theirs)
         node.sync(electorate_of(node, [o for o in four if o is not node]))
     fetcher = BundleFetcher(d.store, ledger, d.metagraph, d.wallet,
                             policy=IntakePolicy.from_settings(d.settings), settle_s=0.0,
                             timeout_s=5)
+    return m1, m2, y, trio, d, original, copied, fetcher
+
+
+def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
+        nodes, wallets, live_server, tmp_path):
+    """The original's upload missed d, where a copier's later commitment of the same bundle
+    landed: the peer loop fetches the original's claim, the row passes to the earlier
+    committer (as an upload would), and a later claim never takes it back or costs a fetch."""
+    m1, m2, y, trio, d, original, copied, fetcher = _copy_reached_d(
+        nodes, wallets, live_server, tmp_path)
     try:
         d.sync(electorate_of(d, trio), bundles=fetcher)
         assert fetcher.fetched == 1
@@ -193,6 +205,50 @@ def test_a_copy_held_for_a_later_committer_passes_to_the_original_peers_know(
     with d.store.session() as s:
         row = s.scalars(select(Submission).where(Submission.digest == y.digest)).one()
         assert (row.hotkey, row.block) == (m2, original.block)
+
+
+def test_a_peer_that_paged_past_a_row_sees_it_pass_to_the_earlier_committer(
+        nodes, wallets, live_server, tmp_path):
+    """A peer read d's row of Y under the copier before d learnt of the original; when the
+    row passes to the earlier committer it is served again after that peer's cursor, so
+    the peer's next round stores it under the original's hotkey, every value kept."""
+    # d's clock runs a minute ahead: the row, changed just now, is past the serving lag
+    m1, m2, y, trio, d, original, copied, fetcher = _copy_reached_d(
+        nodes, wallets, live_server, tmp_path, clock=lambda: time.time() + 60)
+    a = trio[0]
+    cfg = a.settings.agreement
+    a_fetcher = PeerFetcher(own_hotkey=a.hotkey, netuid=NETUID, timeout_s=5,
+                            max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
+    a_loop = PeerSync(a.store, a_fetcher, AgreementStatus(), cfg.page_size, netuid=NETUID,
+                      relay=True, skew_s=cfg.signature_max_age_s)  # its cursors kept
+
+    def a_holds_of_d():
+        with a.store.session() as s:
+            row = s.scalars(select(PeerMeasurement).where(
+                PeerMeasurement.validator == d.hotkey,
+                PeerMeasurement.digest == y.digest)).one()
+            return row.miner_hotkey, row.block, row.bpb, row.measured_at, row.verified_at
+
+    try:
+        assert a_loop.round(electorate_of(a, [d]))[d.hotkey] == 2  # X and Y, the copier's
+        before = a_holds_of_d()
+        assert before[:3] == (m1, copied.block, 0.992)
+        try:
+            d.sync(electorate_of(d, trio), bundles=fetcher)  # the original's claim: taken over
+        finally:
+            fetcher.close()
+        with d.store.session() as s:
+            assert s.scalars(select(Submission.hotkey).where(
+                Submission.digest == y.digest)).one() == m2
+        stored = a_loop.round(electorate_of(a, [d]))
+    finally:
+        a_fetcher.close()
+    # before: the row's change time stayed where a's cursor had passed: nothing was served
+    # again, and a kept the copier's row of d for good
+    assert stored[d.hotkey] == 1
+    assert a_holds_of_d() == (m2, original.block, 0.992, before[3], before[4])
+    with a.store.session() as s:
+        assert s.scalars(select(Equivocation)).all() == []
 
 
 def test_bundles_are_served_to_permitted_validators_only(nodes, wallets, live_server):

@@ -28,9 +28,11 @@ from prism_challenge.storage.tables import (
 
 def _measured_by(node, b, live_server, *, miner: str, bpb: float) -> list:
     """`node` scored and verified Y for `miner` and serves it; b has synced it once.
-    Returns b's electorate (itself and `node`)."""
+    Returns b's electorate (itself and `node`). Its clock runs a minute ahead, so a row
+    `_serve_as` changes (a new committer moves its change time to now) is served at once,
+    past the serving lag."""
     add_scored(node.store, name="Y", miner=miner, block=5, bpb=bpb)
-    node.serve(live_server)
+    node.serve(live_server, clock=lambda: time.time() + 60)
     electorate = electorate_of(b, [node])
     b.sync(electorate)
     assert _row_of(b, node.hotkey, digest_of("Y")) == (miner, bpb, True)

@@ -118,13 +118,14 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
         conn.execute(text("drop table equivocations"))
         conn.execute(text("alter table submissions drop column uid"))
         conn.execute(text("alter table run_records drop column steps"))
+        conn.execute(text("alter table submissions drop column taken_over_at"))
         conn.execute(text("update schema_version set version = 1"))
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 10
+        assert s.scalar(text("select version from schema_version")) == LATEST == 11
         row = s.scalars(select(Submission)).one()
-        assert (row.block, row.uid) == (7, None)
+        assert (row.block, row.uid, row.taken_over_at) == (7, None, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
         assert s.scalar(text("select count(*) from registry_journal")) == 0
         assert s.scalar(text("select count(*) from peer_measurements")) == 0
@@ -216,7 +217,7 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 10
+        assert s.scalar(text("select version from schema_version")) == LATEST == 11
         row = s.scalars(select(PeerMeasurement)).one()
         assert (row.bpb, row.page_id, row.signed_ns, row.stream_parts) == (
             0.99, None, None, None)
@@ -262,3 +263,39 @@ def test_a_v9_store_keys_its_scores_by_the_terms_of_their_runs(store_url):
     assert keys == [competition_key("demo", "ab" * 32, 3072, 32, 1000, 4), "demo", "demo"]
     assert keys[0].startswith("demo@") and len(keys[0]) <= 32
     store.close()
+
+
+def test_a_v10_store_gains_the_take_over_time_and_a_new_committer_moves_it(store_url):
+    """v11: submissions record when they last passed to another committer (the change time
+    of the row peers are served); a store at v10 keeps its rows, none taken over yet. A
+    change of the row's hotkey or block sets it; any other change leaves it."""
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(Submission(digest="e" * 64, hotkey="copier", status="scored", accepted_at=1.0,
+                         updated_at=1.0, block=9, uid=3, bundle=b"x"))
+    with store.engine.begin() as conn:
+        conn.execute(text("alter table submissions drop column taken_over_at"))
+        conn.execute(text("update schema_version set version = 10"))
+    store.close()
+    store = Store(store_url)
+    try:
+        with store.session() as s:
+            assert s.scalar(text("select version from schema_version")) == LATEST == 11
+            row = s.scalars(select(Submission)).one()
+            assert (row.hotkey, row.block, row.taken_over_at) == ("copier", 9, None)
+            row.status, row.reason, row.updated_at = "failed", "late", 2.0
+        with store.session() as s:
+            assert s.scalars(select(Submission)).one().taken_over_at is None
+        before = time.time()
+        with store.session() as s:
+            row = s.scalars(select(Submission)).one()
+            row.hotkey, row.block, row.uid = "original", 5, 4  # as intake's take-over does
+        with store.session() as s:
+            taken = s.scalars(select(Submission)).one().taken_over_at
+        assert before <= taken <= time.time()
+        with store.session() as s:
+            s.scalars(select(Submission)).one().block = 4  # the block alone changes the row too
+        with store.session() as s:
+            assert s.scalars(select(Submission)).one().taken_over_at > taken
+    finally:
+        store.close()
