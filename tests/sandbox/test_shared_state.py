@@ -54,4 +54,36 @@ def test_a_clean_process_is_left_as_it_is(shared):
 
     forward = nn.Linear.forward
     shared.restore()
-    assert nn.Linear.forward is forward and not shared._classes_changed()
+    assert nn.Linear.forward is forward and not shared.changed()
+
+
+def test_what_hangs_off_a_class_or_an_object_is_put_back_too(shared):
+    """Objects a class attribute leads to that are neither classes nor functions (a
+    TypeVar, the function behind a staticmethod, an enum member), replaced values of an
+    object's public attributes, and entries of a public list or dict: each could carry
+    what one task saw into the next."""
+    import enum
+
+    from torch import nn
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    nn.Module.T_destination.prism_memo = {"seen": [1]}
+    torch.autograd.Function.forward.prism_memo = [2]
+    CheckpointPolicy.MUST_SAVE.prism_memo = 3
+    enum.FlagBoundary.STRICT.prism_memo = 4
+    torch.special.common_args["prism_memo"] = "5"
+    notes = torch.nn.functional.tf32_notes
+    first = next(iter(notes))
+    kept = notes[first]
+    notes[first] = "6"
+    torch.utils.checkpoint.SAC_IGNORED_OPS.add("prism-7")
+    assert shared.changed()
+    shared.restore()
+    assert not hasattr(nn.Module.T_destination, "prism_memo")
+    assert not hasattr(torch.autograd.Function.forward, "prism_memo")
+    assert not hasattr(CheckpointPolicy.MUST_SAVE, "prism_memo")
+    assert not hasattr(enum.FlagBoundary.STRICT, "prism_memo")
+    assert "prism_memo" not in torch.special.common_args
+    assert notes[first] is kept
+    assert "prism-7" not in torch.utils.checkpoint.SAC_IGNORED_OPS
+    assert not shared.changed()

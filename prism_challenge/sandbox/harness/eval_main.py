@@ -20,7 +20,7 @@ from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.quick_exit import exit_now
 from prism_challenge.sandbox.harness.seeding import inductor_deterministic
-from prism_challenge.sandbox.harness.shared_state import SharedState
+from prism_challenge.sandbox.harness.shared_state import SharedState, task_modes
 from prism_challenge.sandbox.harness.state_contract import fingerprint
 from prism_challenge.sandbox.harness.step_clock import WorkClock
 
@@ -306,33 +306,35 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
         n = int(task["rows"])
         x = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T)
                              .astype(np.int64)).to(device)
-        model = models.get(task["model"], task.get("snapshot"))
-        clock.mark(f"build_{models.built}")
-        if task["kind"] == "causality":
-            c = task["causality"]
-            result = probe(model, x, c["positions"], V, c["seed"])
-            clock.mark("probe")
-            protocol.send(sock, {"op": "result", "task": task["task"], "result": result})
-            clock.mark("send")
-            continue
-        train = task["mode"] == "train"
-        if train and models.snapshot is not None:
-            torch.set_rng_state(models.snapshot["cpu_rng"])
-            if models.snapshot.get("cuda_rng") is not None and device.type == "cuda":
-                torch.cuda.set_rng_state(models.snapshot["cuda_rng"], device)
-        precision = models.precision()
-        dtype = getattr(torch, precision) if precision != "fp32" else None
-        model.train(train)
-        grad = torch.enable_grad() if train else torch.no_grad()
-        # a snapshot answers each of its rounds from the state the scored forward saw
-        kept = buffers_kept(model) if models.snapshot is not None else contextlib.nullcontext()
-        with kept, grad, torch.autocast(device_type=device.type, dtype=dtype,
-                                        enabled=dtype is not None):
-            logits = models.forward(x)
-        check_logits(logits, n, T, V)
-        rows = torch.tensor(task["select_rows"], dtype=torch.long, device=device)
-        pos = torch.tensor(task["select_positions"], dtype=torch.long, device=device)
-        picked = logits[rows, pos].detach().float().cpu().numpy().astype("<f4")
+        with task_modes(device):  # nothing a previous task left switched on
+            model = models.get(task["model"], task.get("snapshot"))
+            clock.mark(f"build_{models.built}")
+            if task["kind"] == "causality":
+                c = task["causality"]
+                result = probe(model, x, c["positions"], V, c["seed"])
+                clock.mark("probe")
+                protocol.send(sock, {"op": "result", "task": task["task"], "result": result})
+                clock.mark("send")
+                continue
+            train = task["mode"] == "train"
+            if train and models.snapshot is not None:
+                torch.set_rng_state(models.snapshot["cpu_rng"])
+                if models.snapshot.get("cuda_rng") is not None and device.type == "cuda":
+                    torch.cuda.set_rng_state(models.snapshot["cuda_rng"], device)
+            precision = models.precision()
+            dtype = getattr(torch, precision) if precision != "fp32" else None
+            model.train(train)
+            grad = torch.enable_grad() if train else torch.no_grad()
+            # a snapshot answers each of its rounds from the state the scored forward saw
+            kept = (buffers_kept(model) if models.snapshot is not None
+                    else contextlib.nullcontext())
+            with kept, grad, torch.autocast(device_type=device.type, dtype=dtype,
+                                            enabled=dtype is not None):
+                logits = models.forward(x)
+            check_logits(logits, n, T, V)
+            rows = torch.tensor(task["select_rows"], dtype=torch.long, device=device)
+            pos = torch.tensor(task["select_positions"], dtype=torch.long, device=device)
+            picked = logits[rows, pos].detach().float().cpu().numpy().astype("<f4")
         clock.mark("forward")
         protocol.send(sock, {"op": "result", "task": task["task"]}, picked.tobytes())
         clock.mark("send")

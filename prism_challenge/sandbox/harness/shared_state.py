@@ -10,15 +10,20 @@ tasks). Module globals and instances are new for every build. What is shared:
   `warnings.warn` raises under an "error" filter, so they can be written and read back;
 - global numerics a bundle can reach through an object (`m = torch.backends.cuda.matmul;
   m.allow_tf32 = True`) or a context held open in a suspended generator (`sdpa_kernel`);
-- attributes of the library's classes and functions and of its module-level objects:
-  `holder = nn.Identity; holder.seen = [...]` passes any static check, since a variable
-  may hold anything.
+- attributes of the library's classes and of every object a bundle can reach from them
+  by public names: `holder = nn.Identity; holder.seen = [...]` passes any static check,
+  since a variable may hold anything, and so does a TypeVar a class holds
+  (`nn.Module.T_destination`), the function behind a staticmethod, an enum member, an
+  object held by a module-level object;
+- the entries of the public lists, dicts and sets reachable the same way
+  (`torch.special.common_args[...] = ...`).
 
-`restore` costs a few milliseconds: the classes' public attributes are compared value by
-value, the functions' and objects' attribute tables by size (a bundle cannot delete or
-replace what they hold: their names are private or special, which the AST policy refuses).
-What is left is timing (whether a kernel ran before) and the moment the collector
-finalises a previous task's objects: a few noisy bits, not text.
+`restore` costs a few milliseconds: every public attribute is compared by identity in one
+pass of C loops and only a changed table is walked (added public names deleted, replaced
+ones set back; private and special names cannot be written, which the AST policy
+refuses). What is left is timing (whether a kernel ran before), the moment the collector
+finalises a previous task's objects (a few noisy bits, not text), and objects a bundle can
+only reach as the result of a call, which the walk does not list.
 """
 
 from __future__ import annotations
@@ -59,22 +64,21 @@ class SharedState:
         self.flags = _read_flags(torch)
         with warnings.catch_warnings():  # some modules warn when a deprecated name is read
             warnings.simplefilter("ignore")
-            classes, tables = _reachable()
+            classes, tables, containers = _reachable()
         self.classes = classes
         self.class_items = [dict(vars(c)) for c in classes]
         self.class_sizes = [len(items) for items in self.class_items]
         # every class's public attributes, flat, read through the live views of the class
-        # tables: checked in one pass of C loops (`_classes_changed`)
+        # tables: checked in one pass of C loops (`_changed`)
         views = [vars(c) for c in classes]
-        pairs = [(view, k, v) for view, items in zip(views, self.class_items, strict=True)
-                 for k, v in items.items() if _public(k)]
-        self.views = [view for view, _, _ in pairs]
-        self.keys = [k for _, k, _ in pairs]
-        self.values = [v for _, _, v in pairs]
+        self.class_pairs = _public_pairs(views, self.class_items)
         self.class_views = views
         self.tables = tables
-        self.table_keys = [frozenset(t) for t in tables]
+        self.table_items = [dict(t) for t in tables]
         self.table_sizes = [len(t) for t in tables]
+        self.table_pairs = _public_pairs(tables, self.table_items)
+        self.containers = containers
+        self.container_items = [_copy(c) for c in containers]
 
     def restore(self) -> None:
         import torch
@@ -82,31 +86,65 @@ class SharedState:
         warnings.resetwarnings()  # also moves the filters' version on: registries empty
         warnings.filters[:] = self.filters
         _write_flags(torch, self.flags)
-        if self._classes_changed():
+        if _changed(self.class_views, self.class_sizes, self.class_pairs):
             for cls, items in zip(self.classes, self.class_items, strict=True):
                 _put_back_class(cls, items)
-        if list(map(len, self.tables)) != self.table_sizes:
-            for table, keys in zip(self.tables, self.table_keys, strict=True):
-                # public names only: a bundle can write no other, and torch's own marks
-                # (compilation's, on functions it wrapped) stay where it put them
-                for key in [k for k in table if _public(k) and k not in keys]:
-                    del table[key]
+        if _changed(self.tables, self.table_sizes, self.table_pairs):
+            for table, items in zip(self.tables, self.table_items, strict=True):
+                _put_back_table(table, items)
+        if list(map(_same, self.containers, self.container_items)).count(False):
+            for box, items in zip(self.containers, self.container_items, strict=True):
+                if not _same(box, items):
+                    _put_back_container(box, items)
 
-    def _classes_changed(self) -> bool:
-        if list(map(len, self.class_views)) != self.class_sizes:
-            return True
-        now = map(types.MappingProxyType.get, self.views, self.keys)
-        return not all(map(operator.is_, now, self.values))
+    def changed(self) -> bool:
+        """Whether anything tracked differs from the snapshot (flags and filters aside)."""
+        return (_changed(self.class_views, self.class_sizes, self.class_pairs)
+                or _changed(self.tables, self.table_sizes, self.table_pairs)
+                or not all(map(_same, self.containers, self.container_items)))
 
 
-def _reachable() -> tuple[list[type], list[dict]]:
-    """The classes, and the attribute tables of the functions and other objects, that a
-    bundle can name: public members of the modules it may import from, their base classes,
-    and the public classes and functions those classes hold."""
+def _public_pairs(views: list, items: list[dict]) -> tuple[list, list, list]:
+    """(view, key, value) of every public attribute, as three flat lists."""
+    pairs = [(view, k, v) for view, its in zip(views, items, strict=True)
+             for k, v in its.items() if _public(k)]
+    return ([view for view, _, _ in pairs], [k for _, k, _ in pairs],
+            [v for _, _, v in pairs])
+
+
+def _changed(views: list, sizes: list[int], pairs: tuple[list, list, list]) -> bool:
+    """Whether any table grew or shrank or holds another object under a public name: one
+    pass of C loops over every table and every public attribute."""
+    if list(map(len, views)) != sizes:
+        return True
+    tables, keys, values = pairs
+    now = map(_get, tables, keys)
+    return not all(map(operator.is_, now, values))
+
+
+def _get(table, key):
+    return table.get(key, _MISSING)
+
+
+_MISSING = object()
+
+
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+_CONTAINERS = (list, dict, set, bytearray)
+
+
+def _reachable() -> tuple[list[type], list[dict], list]:
+    """The classes, and the attribute tables of every other object, that a bundle can name:
+    public members of the modules it may import from, their base classes, and whatever a
+    public attribute of a class or object leads to, transitively (a TypeVar, an enum
+    member, the function behind a staticmethod or property, an object held by an object).
+    Modules are not followed (a bundle names only those it may import), nor plain values."""
     import importlib
 
     classes: dict[int, type] = {}
     tables: dict[int, dict] = {}
+    containers: dict[int, list | dict | set | bytearray] = {}
+    seen: set[int] = set()
     todo: list = []
     for name in MODULES:
         try:  # imported now, so that what a bundle imports later is in the snapshot too
@@ -116,21 +154,78 @@ def _reachable() -> tuple[list[type], list[dict]]:
         todo.extend(v for k, v in list(vars(module).items()) if _public(k))
     while todo:
         obj = todo.pop()
+        if id(obj) in seen or type(obj) in _PLAIN or isinstance(obj, types.ModuleType):
+            continue
+        seen.add(id(obj))
+        if type(obj) in _CONTAINERS:
+            containers[id(obj)] = obj
+        if isinstance(obj, list | tuple | set | frozenset):
+            todo.extend(obj)
+            continue
+        if isinstance(obj, dict):
+            todo.extend(obj.values())
+            continue
         if isinstance(obj, type):
-            if id(obj) in classes:
-                continue
             classes[id(obj)] = obj
             todo.extend(obj.__mro__[1:])
-            for key, value in list(vars(obj).items()):
-                if _public(key) and isinstance(value, type | types.FunctionType):
-                    todo.append(value)
-        elif isinstance(obj, types.ModuleType):
-            continue
+            items = vars(obj)
         else:
-            table = getattr(obj, "__dict__", None)
-            if isinstance(table, dict) and id(table) not in tables:
-                tables[id(table)] = table
-    return list(classes.values()), list(tables.values())
+            try:
+                items = object.__getattribute__(obj, "__dict__")
+            except (AttributeError, TypeError):
+                continue
+            if not isinstance(items, dict):
+                continue
+            tables[id(items)] = items
+        for key, value in list(items.items()):
+            if not _public(key):
+                continue
+            if isinstance(value, staticmethod | classmethod):
+                value = value.__func__
+            elif isinstance(value, property):
+                todo.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
+                continue
+            todo.append(value)
+    return list(classes.values()), list(tables.values()), list(containers.values())
+
+
+def _put_back_table(table: dict, items: dict) -> None:
+    """An object's public attributes as they were (added ones deleted). Only public names:
+    a bundle can write no other, and torch's own marks (compilation's, on functions it
+    wrapped) stay where it put them."""
+    for key in [k for k in table if _public(k) and k not in items]:
+        del table[key]
+    for key, value in items.items():
+        if _public(key) and table.get(key, _MISSING) is not value:
+            table[key] = value
+
+
+def _copy(box):
+    return dict(box) if isinstance(box, dict) else list(box)
+
+
+def _same(box, items) -> bool:
+    """Whether a container holds the same objects as when copied (identity, in order)."""
+    if len(box) != len(items):
+        return False
+    now = box.values() if isinstance(box, dict) else box
+    was = items.values() if isinstance(box, dict) else items
+    if isinstance(box, dict) and list(box) != list(items):
+        return False
+    if isinstance(box, set):
+        return box == set(items)
+    return all(map(operator.is_, now, was))
+
+
+def _put_back_container(box, items) -> None:
+    if isinstance(box, dict):
+        box.clear()
+        box.update(items)
+    elif isinstance(box, set):
+        box.clear()
+        box.update(items)
+    else:
+        box[:] = items
 
 
 def _put_back_class(cls: type, items: dict) -> None:
@@ -176,3 +271,20 @@ def _write_flags(torch, flags: dict) -> None:
             setattr(cudnn, name, value)
         elif kind == "sdp":
             getattr(cuda, f"enable_{name}_sdp")(value)
+
+
+def task_modes(device):
+    """The thread's modes as a task starts from: inference mode off, gradients on (the task
+    then sets its own), autocast off on the CPU and on `device`. A model that enters a mode
+    and never leaves it (a context entered in an ExitStack it keeps) would otherwise hand
+    the next task a bit it can read, and change how the next model is built."""
+    import contextlib
+
+    import torch
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.inference_mode(False))
+    stack.enter_context(torch.enable_grad())
+    for kind in dict.fromkeys(("cpu", device.type)):
+        stack.enter_context(torch.autocast(device_type=kind, enabled=False))
+    return stack
