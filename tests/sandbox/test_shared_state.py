@@ -77,8 +77,11 @@ def test_what_hangs_off_a_class_or_an_object_is_put_back_too(shared):
     kept = notes[first]
     notes[first] = "6"
     torch.utils.checkpoint.SAC_IGNORED_OPS.add("prism-7")
+    held = [lock for lock in shared.locks if lock.acquire(blocking=False)]
+    assert held and all("count=1" in repr(lock) for lock in held)
     assert shared.changed()
     shared.restore()
+    assert all("unlocked" in repr(lock) for lock in held)
     assert not hasattr(nn.Module.T_destination, "prism_memo")
     assert not hasattr(torch.autograd.Function.forward, "prism_memo")
     assert not hasattr(CheckpointPolicy.MUST_SAVE, "prism_memo")

@@ -16,7 +16,8 @@ tasks). Module globals and instances are new for every build. What is shared:
   (`nn.Module.T_destination`), the function behind a staticmethod, an enum member, an
   object held by a module-level object;
 - the entries of the public lists, dicts and sets reachable the same way
-  (`torch.special.common_args[...] = ...`).
+  (`torch.special.common_args[...] = ...`), and the reentrant locks (a logging handler's:
+  held and never released, its repr counts the holds).
 
 `restore` costs a few milliseconds: every public attribute is compared by identity in one
 pass of C loops and only a changed table is walked (added public names deleted, replaced
@@ -29,6 +30,7 @@ only reach as the result of a call, which the walk does not list.
 from __future__ import annotations
 
 import operator
+import threading
 import types
 import warnings
 
@@ -64,7 +66,7 @@ class SharedState:
         self.flags = _read_flags(torch)
         with warnings.catch_warnings():  # some modules warn when a deprecated name is read
             warnings.simplefilter("ignore")
-            classes, tables, containers = _reachable()
+            classes, tables, containers, locks = _reachable()
         self.classes = classes
         self.class_items = [dict(vars(c)) for c in classes]
         self.class_sizes = [len(items) for items in self.class_items]
@@ -79,6 +81,7 @@ class SharedState:
         self.table_pairs = _public_pairs(tables, self.table_items)
         self.containers = containers
         self.container_items = [_copy(c) for c in containers]
+        self.locks = locks  # a logging handler's, say: held, its repr counts the holds
 
     def restore(self) -> None:
         import torch
@@ -92,6 +95,9 @@ class SharedState:
         if _changed(self.tables, self.table_sizes, self.table_pairs):
             for table, items in zip(self.tables, self.table_items, strict=True):
                 _put_back_table(table, items)
+        for lock in self.locks:
+            while lock._is_owned():
+                lock.release()
         if list(map(_same, self.containers, self.container_items)).count(False):
             for box, items in zip(self.containers, self.container_items, strict=True):
                 if not _same(box, items):
@@ -131,9 +137,10 @@ _MISSING = object()
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 _CONTAINERS = (list, dict, set, bytearray)
+_RLOCK = type(threading.RLock())
 
 
-def _reachable() -> tuple[list[type], list[dict], list]:
+def _reachable() -> tuple[list[type], list[dict], list, list]:
     """The classes, and the attribute tables of every other object, that a bundle can name:
     public members of the modules it may import from, their base classes, and whatever a
     public attribute of a class or object leads to, transitively (a TypeVar, an enum
@@ -144,6 +151,7 @@ def _reachable() -> tuple[list[type], list[dict], list]:
     classes: dict[int, type] = {}
     tables: dict[int, dict] = {}
     containers: dict[int, list | dict | set | bytearray] = {}
+    locks: list = []
     seen: set[int] = set()
     todo: list = []
     for name in MODULES:
@@ -159,6 +167,8 @@ def _reachable() -> tuple[list[type], list[dict], list]:
         seen.add(id(obj))
         if type(obj) in _CONTAINERS:
             containers[id(obj)] = obj
+        elif type(obj) is _RLOCK:
+            locks.append(obj)
         if isinstance(obj, list | tuple | set | frozenset):
             todo.extend(obj)
             continue
@@ -186,7 +196,7 @@ def _reachable() -> tuple[list[type], list[dict], list]:
                 todo.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
                 continue
             todo.append(value)
-    return list(classes.values()), list(tables.values()), list(containers.values())
+    return list(classes.values()), list(tables.values()), list(containers.values()), locks
 
 
 def _put_back_table(table: dict, items: dict) -> None:
