@@ -4,6 +4,7 @@ through an allowed name, and the list of modules it walks against the AST policy
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import pytest
@@ -77,11 +78,17 @@ def test_what_hangs_off_a_class_or_an_object_is_put_back_too(shared):
     kept = notes[first]
     notes[first] = "6"
     torch.utils.checkpoint.SAC_IGNORED_OPS.add("prism-7")
+    logger = next(t for t in shared.tables if "propagate" in t and t.get("level") == 0)
+    logger["level"] = 50
+    quiet = [lg for lg in logging.Logger.manager.loggerDict.values()
+             if isinstance(lg, logging.Logger) and lg.__dict__ is logger]
+    assert quiet and not quiet[0].isEnabledFor(30)
     held = [lock for lock in shared.locks if lock.acquire(blocking=False)]
     assert held and all("count=1" in repr(lock) for lock in held)
     assert shared.changed()
     shared.restore()
     assert all("unlocked" in repr(lock) for lock in held)
+    assert logger["level"] == 0 and quiet[0].isEnabledFor(30) == quiet[0].parent.isEnabledFor(30)
     assert not hasattr(nn.Module.T_destination, "prism_memo")
     assert not hasattr(torch.autograd.Function.forward, "prism_memo")
     assert not hasattr(CheckpointPolicy.MUST_SAVE, "prism_memo")

@@ -29,6 +29,7 @@ only reach as the result of a call, which the walk does not list.
 
 from __future__ import annotations
 
+import logging
 import operator
 import threading
 import types
@@ -95,6 +96,8 @@ class SharedState:
         if _changed(self.tables, self.table_sizes, self.table_pairs):
             for table, items in zip(self.tables, self.table_items, strict=True):
                 _put_back_table(table, items)
+            # a logger's level set back leaves what `isEnabledFor` cached from the new one
+            logging.Logger.manager._clear_cache()
         for lock in self.locks:
             while lock._is_owned():
                 lock.release()
