@@ -197,6 +197,17 @@ def test_weights_in_buffers_count_against_the_cap(make_runner, tmp_path):
     assert "tensor elements" in record.exit_detail and "100,000" in record.exit_detail
 
 
+def test_state_grown_after_the_build_counts_against_the_cap(make_runner, tmp_path):
+    """The cap is counted when build_model returns and again when `train` returns: a bigram
+    table registered at the first training forward (65,536 elements beside the ~21,000 the
+    build held) ends the run as a contract error, not a score."""
+    r = make_runner(tiny_settings(challenge={"param_cap": 40_000}))
+    files = bundle("grown_state")
+    record = r.run(files, digest_of(files), tmp_path / "grown")
+    assert record.exit_reason == "contract", (record.exit_reason, record.exit_detail)
+    assert "grew to" in record.exit_detail and "40,000" in record.exit_detail
+
+
 def test_telemetry_floods_are_bounded_inside_the_sandbox(run):
     record = run(bundle("telemetry_flood"))
     assert record.exit_reason == "ok"

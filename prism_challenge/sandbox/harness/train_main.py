@@ -127,6 +127,12 @@ def main() -> int:
         with watch:
             train(ctx)
         ctx.close(profile=scratch / f"step_profile_rank{rank}.json")
+        grown = count_state(model, vars(architecture))
+        if grown > challenge["param_cap"]:  # counted at the build; what was added since
+            raise ContractError(
+                f"the model grew to {grown:,} tensor elements during training (parameters, "
+                f"buffers and other tensors), over the cap of {challenge['param_cap']:,}; "
+                "create every tensor in build_model")
     except ContractError as exc:
         status = {"status": "contract", "detail": str(exc)}
     except Exception as exc:  # the miner's code failed; the run is still recorded
