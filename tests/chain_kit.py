@@ -9,9 +9,15 @@ import bittensor
 import pytest
 from fake_substrate import FakeSubstrate, Neuron, axon_of
 
+from prism_challenge.chain.metagraph import LiveMetagraph
+from prism_challenge.chain.status import ChainStatus
 from prism_challenge.chain.subtensor import ChainClient
+from prism_challenge.config.settings import Settings
+from prism_challenge.weights.chain import WeightSetter
 
 NETUID = 7
+SETTER_SETTINGS = Settings(chain={"mode": "online", "netuid": NETUID, "retries": 3,
+                                  "backoff_s": 2.0}, weights={"dry_run": False})
 
 
 def make_wallet(root: Path, name: str) -> bittensor.Wallet:
@@ -57,3 +63,21 @@ def chain_client(fake):
     yield build
     for c in made:
         c.close()
+
+
+@pytest.fixture(name="setter_on")
+def weight_setter_on(client, fake, wallets):
+    """`setter_on(**hyper)`: the subnet's hyperparameters updated (tempo 100: one tempo is the
+    weights rate limit, unless given), the metagraph read, and the validator's WeightSetter
+    (retries 3, backoff from 2 s, sleeps recorded); returns (view, setter, sleeps, status)."""
+    def build(**hyper):
+        fake.hyper.update({"Tempo": 100, **hyper})
+        status = ChainStatus()
+        view = LiveMetagraph(client(), refresh_blocks=1000, status=status)
+        view.refresh()
+        sleeps: list[float] = []
+        setter = WeightSetter(view._client, wallets["validator"], SETTER_SETTINGS,
+                              status=status, sleep=sleeps.append)
+        return view, setter, sleeps, status
+
+    return build

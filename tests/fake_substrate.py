@@ -7,13 +7,24 @@ permit, axon, last weight update), its hyperparameters, the Commitments pallet, 
 effects of the extrinsics PRISM sends (weights, axon, commitment). Every submitted call is
 recorded in `extrinsics` so tests assert on the exact arguments bittensor composed.
 
-It refuses what subtensor refuses, with the pallet's error name: weights under the rate limit,
-below the version key, over the max weight limit or under min allowed weights; a timelocked
-commit beyond the unrevealed-commit limit; a ServeAxon inside the serving rate limit; a
-commitment from an unregistered hotkey, with too many fields, or over the hotkey's space
-quota for the current epoch (each commitment counts at least 100 bytes). Blocks have a
-finalized head `finality_lag` blocks behind the best one, reads at a block see that block's
-commitments, and `reorg()` replaces the best blocks after the finalized head.
+It refuses what subtensor refuses, with the pallet's error name, in the pallet's order
+(subnets/weights.rs): weights over the subnet's size, from an unregistered hotkey, under the
+stake threshold, below the version key, under the rate limit, without a validator permit
+(the subnet owner's hotkey and a lone self-weight are exempt), with a duplicate or unknown
+uid, fewer than min(subnet size, min allowed weights), or over the max weight limit (exactly:
+max * 65535 > limit * sum). Commit-reveal is on by default, as on a new subnet: a plain set
+is then refused (`CommitRevealEnabled`), and a timelocked commit is checked only for
+commit-reveal, its version, registration, the rate limit and the unrevealed-commit limit
+(it sets LastUpdate). The commit is revealed when the block reaches the first block of the
+epoch `RevealPeriodEpochs` after its own: every other weight check runs then, and a commit
+that fails one is dropped silently, as the chain does (`dropped` records why; the chain only
+logs it). The fake reads a commit's plaintext from what the library sealed (see
+`_keep_timelocked_plaintext`), standing in for the drand pulse. A ServeAxon inside the
+serving rate limit is refused; so is a commitment from an unregistered hotkey, with too many
+fields, or over the hotkey's space quota for the current epoch (each commitment counts at
+least 100 bytes). Blocks have a finalized head `finality_lag` blocks behind the best one,
+reads at a block see that block's commitments, and `reorg()` replaces the best blocks after
+the finalized head.
 
 What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
 as bittensor's generated `Call` (module, function, params).
@@ -26,7 +37,29 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+import bittensor_core
 from bittensor import Balance, ExtrinsicResult, RpcConnectionError
+
+# What the library sealed in each timelocked commit, by ciphertext: (uids, values, version key).
+SEALED: dict[bytes, tuple[list[int], list[int], int]] = {}
+
+
+def _keep_timelocked_plaintext() -> None:
+    """The library's timelock encryption still runs (its call is checked), and what it sealed
+    is remembered, so the fake can reveal a commit: the real chain decrypts it with the drand
+    pulse of its reveal round, which no offline test has."""
+    real = bittensor_core.get_encrypted_commit_v2
+    if getattr(real, "keeps_plaintext", False):
+        return
+
+    def seal(**kwargs):
+        commit, reveal_round = real(**kwargs)
+        SEALED[bytes(commit)] = (list(kwargs["uids"]), list(kwargs["weights"]),
+                                 int(kwargs["version_key"]))
+        return commit, reveal_round
+
+    seal.keeps_plaintext = True
+    bittensor_core.get_encrypted_commit_v2 = seal
 
 
 @dataclass
@@ -36,6 +69,22 @@ class Neuron:
     permit: bool = False
     axon: dict | None = None  # {"ip": int, "port": int, "ip_type": 4, "block": n}
     last_update: int = 0
+    stake: int | None = None  # rao; None: 10**12 with a permit, 0 without
+
+    @property
+    def total_stake(self) -> int:
+        return self.stake if self.stake is not None else (10**12 if self.permit else 0)
+
+
+@dataclass
+class Commit:
+    """A timelocked weights commit waiting for its reveal."""
+
+    signer: str
+    block: int
+    epoch: int
+    reveal_at: int  # the first block of the reveal epoch
+    sealed: tuple[list[int], list[int], int] | None  # None: the fake cannot read it
 
 
 @dataclass
@@ -82,17 +131,29 @@ class FakeSubstrate:
     max_space: int = 3100  # Commitments.MaxSpace: bytes per hotkey per epoch
     max_fields: int = 3  # the pallet's MaxFields
     used_space: dict[str, dict] = field(default_factory=dict)  # UsedSpaceOf per hotkey
-    max_unrevealed: int = 10  # unrevealed timelocked commits per hotkey
-    unrevealed: dict[str, list[int]] = field(default_factory=dict)  # hotkey -> reveal blocks
+    max_unrevealed: int = 10  # timelocked commits per hotkey per epoch
+    commit_reveal_version: int = 4  # CommitRevealWeightsVersion
+    commits: list[Commit] = field(default_factory=list)  # waiting for their reveal
+    # Commits the reveal dropped, as (hotkey, block of the reveal, the check that failed):
+    # the real chain only writes this to its trace log.
+    dropped: list[tuple[str, int, str]] = field(default_factory=list)
+    owner_hotkey: str = "owner"  # SubnetOwnerHotkey: exempt from the permit and stake checks
     reorgs: int = 0
 
     def __post_init__(self) -> None:
-        defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": False,
+        defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": True,
                     "WeightsVersionKey": 0, "ServingRateLimit": 50, "MinAllowedWeights": 0,
                     "MaxWeightsLimit": 65535, "SubnetEpochConsensus": "Yuma", "Tempo": 360,
                     "RevealPeriodEpochs": 1, "LastEpochBlock": 900, "PendingEpochAt": 0,
-                    "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100}
+                    "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100, "StakeThreshold": 0}
         self.hyper = {**defaults, **self.hyper}
+        _keep_timelocked_plaintext()
+        self._ready = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "block" and self.__dict__.get("_ready"):
+            self.reveal_due()  # the chain reveals at the start of a block, before any call
 
     # --- helpers for tests ------------------------------------------------------------
     def uid_of(self, hotkey: str) -> int | None:
@@ -185,6 +246,10 @@ class FakeSubstrate:
             return [n.last_update for n in self.neurons]
         if (module, storage_function) == ("SubtensorModule", "ValidatorPermit"):
             return [n.permit for n in self.neurons]
+        if (module, storage_function) == ("SubtensorModule", "SubnetOwnerHotkey"):
+            return self.owner_hotkey
+        if (module, storage_function) == ("SubtensorModule", "Weights"):
+            return [(u, w) for u, w in self.weights.get(params[1], {}).items()]
         if (module, storage_function) == ("SubtensorModule", "Axons"):
             uid = self.uid_of(params[1])
             return None if uid is None else self.neurons[uid].axon
@@ -226,7 +291,7 @@ class FakeSubstrate:
         return {
             "netuid": self.netuid, "name": list(b"prism"), "symbol": list(b"p"),
             "block": self.block, "tempo": self.hyper["Tempo"], "last_step": 900,
-            "blocks_since_last_step": self.block - 900, "owner_hotkey": "owner",
+            "blocks_since_last_step": self.block - 900, "owner_hotkey": self.owner_hotkey,
             "owner_coldkey": "owner", "network_registered_at": 1, "num_uids": n,
             "max_uids": 256, "hotkeys": [x.hotkey for x in self.neurons],
             "coldkeys": [x.coldkey for x in self.neurons],
@@ -234,8 +299,8 @@ class FakeSubstrate:
             "validator_permit": [x.permit for x in self.neurons],
             "last_update": [x.last_update for x in self.neurons],
             "active": [True] * n, "block_at_registration": [1] * n,
-            "alpha_stake": [10**12 if x.permit else 0 for x in self.neurons],
-            "tao_stake": [0] * n, "total_stake": [10**12 if x.permit else 0 for x in self.neurons],
+            "alpha_stake": [x.total_stake for x in self.neurons],
+            "tao_stake": [0] * n, "total_stake": [x.total_stake for x in self.neurons],
         }
 
     async def constant(self, module, name):
@@ -297,14 +362,58 @@ class FakeSubstrate:
                 return "ServingRateLimitExceeded"
             return None
         if sent.function == "commit_timelocked_mechanism_weights":
-            pending = [b for b in self.unrevealed.get(sent.signer, []) if b > self.block]
-            self.unrevealed[sent.signer] = pending
-            if len(pending) >= self.max_unrevealed:
-                return "TooManyUnrevealedCommits"
-            return None
+            return self._commit_refusal(sent)
         if sent.function != "set_mechanism_weights":
             return None
-        return self._weights_refusal(sent)
+        if self.hyper["CommitRevealWeightsEnabled"]:
+            return "CommitRevealEnabled"
+        p = sent.params
+        return self._weights_refusal(sent.signer, p["dests"], p["weights"], p["version_key"])
+
+    def _commit_refusal(self, sent: Sent) -> str | None:
+        """What the chain checks of a timelocked commit, and nothing else: the weights inside
+        are checked at the reveal."""
+        if not self.hyper["CommitRevealWeightsEnabled"]:
+            return "CommitRevealDisabled"
+        if sent.params["commit_reveal_version"] != self.commit_reveal_version:
+            return "IncorrectCommitRevealVersion"
+        uid = self.uid_of(sent.signer)
+        if uid is None:
+            return "HotKeyNotRegisteredInSubNet"
+        if not self._rate_limit_passed(uid):
+            return "CommittingWeightsTooFast"
+        epoch = self.epoch_index(self.block)
+        mine = [c for c in self.commits if c.signer == sent.signer and c.epoch == epoch]
+        if len(mine) >= self.max_unrevealed:
+            return "TooManyUnrevealedCommits"
+        return None
+
+    def _rate_limit_passed(self, uid: int) -> bool:
+        last = self.neurons[uid].last_update
+        return not last or self.block - last >= self.hyper["WeightsSetRateLimit"]
+
+    def pending(self, hotkey: str) -> list[Commit]:
+        """The hotkey's commits not revealed yet."""
+        return [c for c in self.commits if c.signer == hotkey]
+
+    def reveal_due(self) -> None:
+        """Reveal every commit whose reveal block has come, in commit order, with the weight
+        checks of a plain set (but not the rate limit, and LastUpdate stays the commit's), as
+        `reveal_crv3_commits_for_subnet` does; a commit that fails one is dropped silently.
+        The chain state used is the one at the moment the block moved."""
+        due = [c for c in self.commits if c.reveal_at <= self.block]
+        self.commits = [c for c in self.commits if c.reveal_at > self.block]
+        for c in due:
+            if c.sealed is None:
+                self.dropped.append((c.signer, c.reveal_at, "undecryptable"))
+                continue
+            dests, values, version_key = c.sealed
+            error = self._weights_refusal(c.signer, dests, values, version_key,
+                                          revealing=True)
+            if error is not None:
+                self.dropped.append((c.signer, c.reveal_at, error))
+                continue
+            self._store_weights(self.uid_of(c.signer), dests, values)
 
     def _commitment_refusal(self, sent: Sent) -> str | None:
         """Registered hotkeys only, at most `max_fields` fields, and the hotkey's bytes this
@@ -323,35 +432,52 @@ class FakeSubstrate:
         self.used_space[sent.signer] = {"last_epoch": epoch, "used_space": used + size}
         return None
 
-    def _weights_refusal(self, sent: Sent) -> str | None:
-        """The version key, the rate limit, min allowed weights and the max weight limit
-        (after the chain's own normalization to a u16 sum)."""
-        uid, p = self.uid_of(sent.signer), sent.params
-        if p["version_key"] < self.hyper["WeightsVersionKey"]:
+    def _weights_refusal(self, signer: str, dests: list[int], values: list[int],
+                         version_key: int, *, revealing: bool = False) -> str | None:
+        """The checks of `internal_set_weights`, in its order; at a reveal the rate limit is
+        not checked (commit-reveal is on, the commit was rate limited)."""
+        n, uid = len(self.neurons), self.uid_of(signer)
+        if len(dests) > n:
+            return "UidsLengthExceedUidsInSubNet"
+        if uid is None:
+            return "HotKeyNotRegisteredInSubNet"
+        owner = uid == self.uid_of(self.owner_hotkey)
+        if not owner and self.neurons[uid].total_stake < self.hyper["StakeThreshold"]:
+            return "NotEnoughStakeToSetWeights"
+        required = self.hyper["WeightsVersionKey"]
+        if required and version_key < required:
             return "IncorrectWeightVersionKey"
-        last = self.neurons[uid].last_update
-        if last and self.block - last < self.hyper["WeightsSetRateLimit"]:
+        if not revealing and not self._rate_limit_passed(uid):
             return "SettingWeightsTooFast"
-        dests, values = p["dests"], p["weights"]
-        if dests == [uid]:
-            return None  # a lone self-weight is exempt from both limits
-        if len(dests) < self.hyper["MinAllowedWeights"]:
+        self_weight = len(values) == 1 and dests[:1] == [uid]
+        if not (self_weight or owner or self.neurons[uid].permit):
+            return "NeuronNoValidatorPermit"
+        if len(set(dests)) != len(dests):
+            return "DuplicateUids"
+        if any(d >= n for d in dests):
+            return "UidVecContainInvalidOne"
+        if not self_weight and len(values) < min(n, self.hyper["MinAllowedWeights"]):
             return "WeightVecLengthIsLow"
-        limit = self.hyper["MaxWeightsLimit"]
-        if limit < 65535 and max(values) * 65535 // sum(values) > limit:
+        limit, upscaled = self.hyper["MaxWeightsLimit"], max_upscale(values)
+        if not self_weight and limit < 65535 and max(upscaled) * 65535 // sum(upscaled) > limit:
             return "MaxWeightExceeded"
         return None
+
+    def _store_weights(self, uid: int, dests: list[int], values: list[int]) -> None:
+        self.weights[uid] = dict(zip(dests, max_upscale(values), strict=True))
 
     def _apply(self, sent: Sent) -> None:
         uid = self.uid_of(sent.signer)
         if sent.function == "set_mechanism_weights":
-            self.weights[uid] = dict(zip(sent.params["dests"], sent.params["weights"],
-                                         strict=True))
+            self._store_weights(uid, sent.params["dests"], sent.params["weights"])
         if sent.function in ("set_mechanism_weights", "commit_timelocked_mechanism_weights"):
             self.neurons[uid].last_update = self.block
         if sent.function == "commit_timelocked_mechanism_weights":
-            reveal = self.block + self.hyper["Tempo"] * self.hyper["RevealPeriodEpochs"]
-            self.unrevealed.setdefault(sent.signer, []).append(reveal)
+            epoch = self.epoch_index(self.block)
+            reveal_epoch = epoch + self.hyper["RevealPeriodEpochs"]
+            reveal_at = reveal_epoch * (self.hyper["Tempo"] + 1) - (self.netuid + 1)
+            self.commits.append(Commit(sent.signer, self.block, epoch, reveal_at,
+                                       SEALED.get(bytes(sent.params["commit"]))))
         elif sent.function == "serve_axon":
             p = sent.params
             self.neurons[uid].axon = {"ip": p["ip"], "port": p["port"], "ip_type": p["ip_type"],
@@ -363,6 +489,14 @@ class FakeSubstrate:
             reg = {"deposit": 0, "block": self.block, "info": {"fields": fields}}
             self.commitments[sent.signer] = reg
             self.commit_log.append((self.block, sent.signer, reg))
+
+
+def max_upscale(values: list[int]) -> list[int]:
+    """`vec_u16_max_upscale_to_u16`: the largest value becomes 65535 (what the chain stores)."""
+    top = max(values, default=0)
+    if top in (0, 65535):
+        return list(values)
+    return [(v * 65535 + top // 2) // top for v in values]
 
 
 def axon_of(address: str, block: int = 0) -> dict:

@@ -177,6 +177,11 @@ class LiveMetagraph:
         return list(self._view().neurons)
 
     @property
+    def owner_hotkey(self) -> str:
+        """The subnet owner's hotkey (the chain lets it set weights without a permit)."""
+        return str(self._view().owner_hotkey)
+
+    @property
     def n(self) -> int:
         return len(self._graph.neurons) if self._graph is not None else 0
 

@@ -22,6 +22,7 @@ class ChainStatus:
         self.weights: Counter[str] = Counter()
         self.last_set_block: int | None = None
         self.last_set_at: float | None = None
+        self.dropped = 0  # commits whose reveal the chain dropped
 
     def saw_metagraph(self, block: int | None, *, stale: bool) -> None:
         with self._lock:
@@ -34,11 +35,17 @@ class ChainStatus:
             if outcome in ("set", "committed"):
                 self.last_set_block, self.last_set_at = block, time.time()
 
+    def weights_dropped(self) -> None:
+        """A commit was not applied at its reveal (the chain refused it without an error)."""
+        with self._lock:
+            self.dropped += 1
+
     def collect(self):
         with self._lock:
             block, stale = self.block, self.stale
             counts = sorted(self.weights.items())
             last_block, last_at = self.last_set_block, self.last_set_at
+            dropped = self.dropped
         if stale is not None:
             yield GaugeMetricFamily("prism_chain_metagraph_stale",
                                     "1 while the chain is unreachable and the last good "
@@ -51,6 +58,9 @@ class ChainStatus:
         for outcome, n in counts:
             family.add_metric([outcome], n)
         yield family
+        yield CounterMetricFamily("prism_weights_dropped_at_reveal",
+                                  "Commits the chain did not apply at their reveal",
+                                  value=dropped)
         if last_block is not None:
             yield GaugeMetricFamily("prism_weights_last_set_block",
                                     "Block at which this node last set weights",

@@ -49,6 +49,8 @@ class WeightsRules:
     max_weight_limit: int = 65535  # largest share a weight may hold, out of 65535
     min_allowed_weights: int = 0  # fewest non-zero weights the chain accepts
     tempo: int = 360  # blocks per epoch: weights are offered at most once per tempo
+    reveal_period: int = 1  # epochs from a timelocked commit to its reveal
+    stake_threshold: int = 0  # rao of stake a hotkey needs to set weights (the owner's is exempt)
 
 
 @dataclass(frozen=True)
@@ -178,17 +180,20 @@ class ChainClient:
         async def read(client: bittensor.Client) -> WeightsRules:
             view = await client.at()
             module = bittensor.storage.SubtensorModule
-            rate, reveal, version, top, fewest, tempo = await asyncio.gather(
+            (rate, reveal, version, top, fewest, tempo, period,
+             threshold) = await asyncio.gather(
                 view.hyperparameters.weights_rate_limit(self.netuid),
                 view.subnets.commit_reveal_enabled(self.netuid),
                 view.query(module.WeightsVersionKey, [self.netuid]),
                 view.query(module.MaxWeightsLimit, [self.netuid]),
                 view.query(module.MinAllowedWeights, [self.netuid]),
                 view.query(module.Tempo, [self.netuid]),
+                view.query(module.RevealPeriodEpochs, [self.netuid]),
+                view.query(module.StakeThreshold, []),
             )
             return WeightsRules(view.block, int(rate), bool(reveal), int(version or 0),
                                 65535 if top is None else int(top), int(fewest or 0),
-                                int(tempo or 360))
+                                int(tempo or 360), int(period or 1), int(threshold or 0))
 
         return self._run("weights hyperparameters", read)
 
@@ -197,6 +202,12 @@ class ChainClient:
         rows = self._run("last update", lambda client: client.query(
             bittensor.storage.SubtensorModule.LastUpdate, [self.netuid]))
         return int(rows[uid]) if isinstance(rows, (list, tuple)) and uid < len(rows) else 0
+
+    def weights_of(self, uid: int) -> dict[int, int]:
+        """The weights the chain holds for this uid (Weights, mechanism 0): {uid: u16}."""
+        rows = self._run("weights", lambda client: client.query(
+            bittensor.storage.SubtensorModule.Weights, [self.netuid, uid]))
+        return {int(dest): int(value) for dest, value in rows or []}
 
     def serving_rules(self, hotkey: str) -> ServingRules:
         async def read(client: bittensor.Client) -> ServingRules:

@@ -8,20 +8,27 @@ the plan only when the subnet allows it, instead of every epoch:
   but weights wait: a stale uid map could pay the wrong neuron);
 - the subnet's `weights_rate_limit` has passed since this hotkey last set weights (read
   from the neuron's `last_update`; the chain's own preflight re-checks it);
+- at least one tempo has passed since the last set (a commit-reveal subnet with rate limit
+  0 would otherwise pile up an unrevealed commit every epoch);
 - the version key derived from the scoring version is not below the subnet's
   `WeightsVersionKey`.
 
-- at least one tempo has passed since the last set (a commit-reveal subnet with rate limit
-  0 would otherwise pile up an unrevealed commit every epoch);
-- the plan conforms to the subnet's `max_weight_limit` and `min_allowed_weights`
-  (`weights.conform.as_sent`): what is sent and logged is the vector the chain stores, and
-  a plan no accepted vector carries is refused with the rule's name.
+Right before sending, the metagraph is read again, and every check the chain applies to the
+weights runs here first. On a commit-reveal subnet (the default for a new subnet) the chain
+checks a commit only for its rate limit and registration; the weights inside are checked
+when the chain reveals them, an epoch later, and a reveal that fails a check is dropped
+without any error reaching the sender. So the plan is refused here, with the chain's reason,
+when the hotkey has no validator permit (the subnet owner's hotkey is exempt) or too little
+stake, or when the vector breaks a rule on the uids or the subnet's
+`max_weight_limit` / `min_allowed_weights` (`weights.conform.as_sent`: what is sent and
+logged is the vector the chain stores). Once a commit's reveal is past, the chain's stored
+weights for this uid are compared with what was committed, and a mismatch is logged.
 
 It sends `SetWeights` only (the library picks a timelocked commit when the subnet runs
 commit-reveal), bounded by the chain client's timeout and extrinsic period. An unreachable
 chain is retried with exponential backoff; a refusal by the chain is not (it would refuse
-again). Every outcome is logged and counted in
-`ChainStatus` (`prism_weights_attempts_total{outcome}` at /metrics).
+again). Every outcome is logged and counted in `ChainStatus`
+(`prism_weights_attempts_total{outcome}` at /metrics).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import bittensor
 
 from prism_challenge.chain.metagraph import LiveMetagraph
 from prism_challenge.chain.status import ChainStatus
-from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable, WeightsRules
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.version import SCORING_VERSION, version_key
 from prism_challenge.weights.conform import WeightsImpossible, as_sent
@@ -70,6 +77,15 @@ class WeightsOutcome:
         return self.outcome in ("set", "committed")
 
 
+@dataclass(frozen=True)
+class _Commit:
+    """A timelocked commit this setter sent, to compare with the chain after its reveal."""
+
+    block: int
+    due: int  # the reveal epoch is over by then: the chain revealed it or dropped it
+    vector: dict[int, int]
+
+
 class WeightSetter:
     def __init__(self, client: ChainClient, wallet: bittensor.Wallet, settings: Settings, *,
                  status: ChainStatus | None = None,
@@ -83,6 +99,8 @@ class WeightSetter:
         self.version_key = version_key()
         self._sent_at: int = 0  # block of our last accepted extrinsic (the metagraph lags)
         self.last_sent: WeightPlan | None = None  # the vector last sent, as the chain stores it
+        self._commits: list[_Commit] = []  # sent, their reveal not checked yet
+        self._sending: tuple[WeightsRules, WeightPlan] | None = None
 
     def offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
         outcome = self._offer(plan, metagraph)
@@ -103,10 +121,11 @@ class WeightSetter:
         if neuron is None:
             return WeightsOutcome("refused", f"{hotkey} is not registered on netuid "
                                   f"{self.client.netuid}")
+        self._check_reveals(neuron.uid, metagraph.block or 0)
         last = max(neuron.last_update, self._sent_at)
         for attempt in range(self.retries + 1):
             try:
-                return self._send(plan, last, neuron.uid)
+                return self._send(plan, last, metagraph)
             except ChainUnavailable as exc:
                 if (landed := self._landed(neuron.uid, last)) is not None:
                     return landed
@@ -131,10 +150,18 @@ class WeightSetter:
         if seen <= last:
             return None
         self._sent_at = seen
-        return WeightsOutcome("set", f"landed at block {seen} (confirmed by LastUpdate after "
+        how = "set"
+        if self._sending is not None:
+            rules, sent = self._sending
+            self.last_sent = sent
+            if rules.commit_reveal:
+                how = "committed"
+                self._remember_commit(seen, rules, sent)
+        return WeightsOutcome(how, f"landed at block {seen} (confirmed by LastUpdate after "
                               f"the write's answer was lost)", seen)
 
-    def _send(self, plan: WeightPlan, last: int, self_uid: int) -> WeightsOutcome:
+    def _send(self, plan: WeightPlan, last: int, metagraph: LiveMetagraph) -> WeightsOutcome:
+        self._sending = None
         rules = self.client.weights_rules()
         since = rules.block - last
         floor = max(rules.rate_limit, rules.tempo)
@@ -147,17 +174,82 @@ class WeightSetter:
                 "refused", f"this validator scores with version {SCORING_VERSION} (version key "
                 f"{self.version_key}) but netuid {self.client.netuid} requires version key >= "
                 f"{rules.min_version_key}: upgrade PRISM")
+        if not metagraph.refresh(force=True):  # our permit and the subnet's uids, now
+            raise ChainUnavailable("the metagraph could not be read again before sending")
+        hotkey = self.wallet.hotkey.ss58_address
+        me = metagraph.neuron(hotkey)
+        if me is None:
+            return WeightsOutcome("refused", f"{hotkey} is no longer registered on netuid "
+                                  f"{self.client.netuid}")
+        if (refused := self._permit_refusal(plan, me, metagraph.owner_hotkey, rules)):
+            return WeightsOutcome("refused", refused)
         try:
-            sent = as_sent(plan, rules, self_uid)
+            sent = as_sent(plan, rules, me.uid, subnet_n=metagraph.n)
         except WeightsImpossible as exc:
             return WeightsOutcome("refused", str(exc))
-        # The library conforms the plan's own vector exactly as `as_sent` did (same clip,
-        # same quantization), so what is logged and shown is what the chain stores.
-        self.client.set_weights(self.wallet, plan.uids, [float(w) for w in plan.weights_u16],
+        # `as_sent` made sure the library's own clip and quantization leave this vector as it
+        # is, so what is logged and shown is what the chain stores.
+        self._sending = (rules, sent)  # what `_landed` confirms if the answer is lost
+        self.client.set_weights(self.wallet, sent.uids, [float(w) for w in sent.weights_u16],
                                 version_key=self.version_key)
         self._sent_at = rules.block
         self.last_sent = sent
+        if rules.commit_reveal:
+            self._remember_commit(rules.block, rules, sent)
         how = "committed" if rules.commit_reveal else "set"
         pairs = ", ".join(f"{u}={w}" for u, w in zip(sent.uids, sent.weights_u16, strict=True))
         return WeightsOutcome(how, f"{how} at block {rules.block} (version key "
                               f"{self.version_key}; {sent.as_sent}): {pairs}", rules.block)
+
+    def _remember_commit(self, block: int, rules: WeightsRules, sent: WeightPlan) -> None:
+        """The chain reveals a commit in the epoch `reveal_period` after its own; by the end
+        of that epoch it has applied it or dropped it."""
+        due = block + (rules.reveal_period + 1) * (rules.tempo + 1)
+        self._commits.append(_Commit(block, due, dict(zip(sent.uids, sent.weights_u16,
+                                                          strict=True))))
+
+    def _permit_refusal(self, plan: WeightPlan, me: bittensor.MetagraphNeuron, owner: str,
+                        rules: WeightsRules) -> str | None:
+        """NeuronNoValidatorPermit and NotEnoughStakeToSetWeights, which the chain checks when
+        it applies the weights: at the reveal, on a commit-reveal subnet, where a failure is
+        silent. The subnet owner's hotkey is exempt from both, a lone self-weight from the
+        permit."""
+        if me.hotkey == owner:
+            return None
+        netuid = self.client.netuid
+        stake = me.total_stake.rao
+        if stake < rules.stake_threshold:
+            return (f"{me.hotkey} (uid {me.uid}) holds {stake / 1e9:g} of stake but netuid "
+                    f"{netuid} requires {rules.stake_threshold / 1e9:g} to set weights "
+                    "(NotEnoughStakeToSetWeights): stake more to this hotkey")
+        if not me.validator_permit and plan.uids != [me.uid]:
+            when = " when it reveals them" if rules.commit_reveal else ""
+            return (f"{me.hotkey} (uid {me.uid}) has no validator permit on netuid {netuid}, "
+                    f"so the chain would drop these weights{when} (NeuronNoValidatorPermit): "
+                    "stake more to this hotkey, or wait for the permit (the chain gives permits "
+                    "each epoch to the hotkeys with the most stake)")
+        return None
+
+    def _check_reveals(self, uid: int, head: int) -> None:
+        """Once a commit's reveal epoch is over, the chain holds what it revealed: warn when
+        it is not what was committed (the chain dropped the reveal, saying nothing). A
+        later commit may already be revealed over it, so any of those counts as applied."""
+        due = [c for c in self._commits if c.due <= head]
+        if not due:
+            return
+        try:
+            stored = self.client.weights_of(uid)
+        except ChainUnavailable:
+            return  # asked again at the next offer
+        checked = due[-1]
+        self._commits = [c for c in self._commits if c.due > head]
+        if any(stored == c.vector for c in [checked, *self._commits]):
+            return
+        pairs = ", ".join(f"{u}={w}" for u, w in checked.vector.items())
+        held = ", ".join(f"{u}={w}" for u, w in stored.items()) or "no weights"
+        self.status.weights_dropped()
+        log.warning("weights: dropped: the weights committed at block %d were not applied at "
+                    "their reveal (the chain holds %s for uid %d, not %s): the chain drops a "
+                    "revealed commit that fails a weight check; check this hotkey's validator "
+                    "permit and stake (btcli subnets metagraph)", checked.block, held, uid,
+                    pairs)

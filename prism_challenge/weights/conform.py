@@ -25,11 +25,17 @@ class WeightsImpossible(ValueError):
     """No vector the subnet accepts carries this plan; the message says which rule."""
 
 
-def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None) -> WeightPlan:
-    """The plan with `uids` / `weights_u16` (and each row's u16) as the chain stores them."""
+def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None, *,
+            subnet_n: int | None = None) -> WeightPlan:
+    """The plan with `uids` / `weights_u16` (and each row's u16) as the chain stores them.
+    With `subnet_n` (the number of uids on the subnet, read now) the chain's checks of the
+    uids themselves run too: on a commit-reveal subnet they run only at the reveal, where a
+    failure drops the weights without a word, so they must pass before anything is sent."""
     uids, weights = list(plan.uids), [float(w) for w in plan.weights_u16]
     if not uids:
         raise WeightsImpossible("the plan has no non-zero weight")
+    if subnet_n is not None:
+        _check_uids(uids, subnet_n, plan.netuid)
     self_only = self_uid is not None and uids == [self_uid]  # the chain exempts it
     if not self_only and rules.max_weight_limit < U16_MAX:
         weights = clip_to_max_weight(weights, rules.max_weight_limit / U16_MAX)
@@ -48,6 +54,21 @@ def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None) -> Weig
     return plan.model_copy(update={"uids": out_uids, "weights_u16": out_u16, "rows": rows,
                                    "as_sent": "; ".join(notes) or "unchanged by the subnet's "
                                    "weight rules"})
+
+
+def _check_uids(uids: list[int], subnet_n: int, netuid: int) -> None:
+    """DuplicateUids, UidsLengthExceedUidsInSubNet, UidVecContainInvalidOne."""
+    if len(set(uids)) != len(uids):
+        raise WeightsImpossible(f"the plan names a uid twice (DuplicateUids): {uids}")
+    if len(uids) > subnet_n:
+        raise WeightsImpossible(
+            f"the plan pays {len(uids)} uids but netuid {netuid} has {subnet_n} "
+            "(UidsLengthExceedUidsInSubNet); the plan is older than the metagraph")
+    unknown = [u for u in uids if u >= subnet_n]
+    if unknown:
+        raise WeightsImpossible(
+            f"uid(s) {unknown} are not on netuid {netuid}, which has uids 0..{subnet_n - 1} "
+            "(UidVecContainInvalidOne); check weights.burn_uid")
 
 
 def conform_online(plan: WeightPlan, client: ChainClient, self_uid: int | None) -> WeightPlan:

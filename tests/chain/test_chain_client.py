@@ -75,6 +75,7 @@ def test_weights_rules_come_from_the_subnets_hyperparameters(client, fake):
 def test_set_weights_composes_set_mechanism_weights_with_u16_and_the_version_key(
         client, fake, wallets):
     fake.block = 1100  # 150 blocks after the validator's last update: the rate limit passed
+    fake.hyper["CommitRevealWeightsEnabled"] = False  # a plain set (new subnets commit)
     client(period_blocks=12).set_weights(wallets["validator"], [0, 2], [65535.0, 21845.0],
                                          version_key=1_000_000)
     (sent,) = fake.extrinsics
@@ -86,8 +87,7 @@ def test_set_weights_composes_set_mechanism_weights_with_u16_and_the_version_key
 
 
 def test_commit_reveal_subnets_get_a_timelocked_commit(client, fake, wallets):
-    fake.block = 1100
-    fake.hyper["CommitRevealWeightsEnabled"] = True
+    fake.block = 1100  # commit-reveal is on: the fake's default, like a new subnet's
     client().set_weights(wallets["validator"], [0], [1.0], version_key=3)
     (sent,) = fake.extrinsics
     assert sent.function == "commit_timelocked_mechanism_weights"

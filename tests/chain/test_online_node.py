@@ -38,6 +38,7 @@ def online_node(fake, wallets, prepared_data, tmp_path):
     port = free_port()
     validator = wallets["validator"]
     fake.hyper["Tempo"] = 100  # weights go once per tempo: here the same 100 blocks
+    fake.hyper["CommitRevealWeightsEnabled"] = False  # weights set directly, not committed
     settings = Settings(
         storage={"url": f"sqlite:///{tmp_path / 'prism.db'}"},
         data={"root": str(prepared_data)},

@@ -131,18 +131,20 @@ def test_commit_reveal_commits_stay_under_the_unrevealed_limit(client, fake, wal
     with pytest.raises(bittensor.ChainError, match="TooManyUnrevealedCommits"):
         c.set_weights(validator, [0], [1.0], version_key=0)
     # PRISM's setter commits at most once per tempo: 30 offers over 750 blocks, 8 commits,
-    # never more than one unrevealed at a time (each reveals a tempo later).
-    fake.unrevealed.clear()
+    # never more than one unrevealed at a time (each reveals at the next epoch).
+    fake.commits.clear()
     fake.block, fake.neurons[1].last_update = 2000, 0
     view = LiveMetagraph(c, refresh_blocks=1, status=None)
     setter = WeightSetter(c, validator, Settings(chain={"mode": "online", "netuid": 7}),
                           sleep=lambda _: None)
     plan = WeightPlan(netuid=7, block=None, corpus="demo", dry_run=False, leader=None,
                       uids=[0], weights_u16=[65535], rows=[], excluded=[])
-    outcomes = []
+    outcomes, pending = [], []
     for _ in range(30):
         fake.block += 25
         view.refresh(force=True)
         outcomes.append(setter.offer(plan, view).outcome)
+        pending.append(len(fake.pending(validator.hotkey.ss58_address)))
     assert outcomes.count("committed") == 8 and "failed" not in outcomes
-    assert max(len(v) for v in fake.unrevealed.values()) <= 2
+    assert max(pending) == 1 and fake.dropped == []
+    assert fake.weights[1] == {0: 65535}  # revealed

@@ -20,18 +20,10 @@ PLAN = WeightPlan(netuid=7, block=1000, corpus="demo", dry_run=False, leader=Non
 
 
 @pytest.fixture
-def setup(client, fake, wallets):
-    def build(**hyper):
-        fake.hyper.update({"Tempo": 100, **hyper})  # one tempo = the weights rate limit
-        status = ChainStatus()
-        view = LiveMetagraph(client(), refresh_blocks=1000, status=status)
-        view.refresh()
-        sleeps: list[float] = []
-        setter = WeightSetter(view._client, wallets["validator"], SETTINGS, status=status,
-                              sleep=sleeps.append)
-        return view, setter, sleeps, status
-
-    return build
+def setup(setter_on):
+    # Commit-reveal is off unless a test turns it on (the chain's default for a new subnet
+    # is on): most tests here set weights directly.
+    return lambda **hyper: setter_on(**{"CommitRevealWeightsEnabled": False, **hyper})
 
 
 def test_weights_are_set_when_the_rate_limit_has_passed_with_the_scoring_version_key(
@@ -199,7 +191,7 @@ def test_prism_weights_shows_what_a_capped_subnet_stores(client, fake):
 
 def test_a_set_whose_answer_is_lost_is_confirmed_by_last_update_not_repeated(
         client, fake, wallets):
-    fake.hyper["Tempo"] = 100
+    fake.hyper.update(Tempo=100, CommitRevealWeightsEnabled=False)  # a plain set
     status = ChainStatus()
     view = LiveMetagraph(client(timeout_s=0.3), refresh_blocks=1000, status=status)
     view.refresh()

@@ -35,6 +35,7 @@ def _scored(store, hotkey: str) -> None:
 
 def test_the_weights_route_serves_the_vector_the_chain_stores(fake, client, wallets, store):
     fake.hyper["MaxWeightsLimit"] = 32768  # no uid may hold more than about half
+    fake.hyper["CommitRevealWeightsEnabled"] = False  # set directly: stored at once
     _scored(store, wallets["miner"].hotkey.ss58_address)  # uid 2 leads
     settings = Settings(chain={"mode": "online", "netuid": NETUID, "retries": 0},
                         weights={"winner_share": 0.9, "research_share": 0.0, "burn_uid": 0,
