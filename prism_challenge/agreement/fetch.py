@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -34,6 +35,7 @@ class PeerUnreachable(Exception):
 
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class PeerTooSlow(PeerUnreachable):
@@ -53,20 +55,23 @@ class PeerRefused(Exception):
 # that round (its pages, the pages it relays, its proofs, the bundles asked of it) end by
 # then, so a peer that answers slowly holds the round that long at most.
 PEER_ROUND_TIMEOUTS = 3
+# Peers asked at once in a round (each by a thread of its own, one request at a time);
+# past this many, the others are asked as threads come free.
+PEER_CONCURRENCY = 64
 
 
 class RoundBudget:
     """Each peer's share of one round: `seconds` of wall time for everything asked of it.
 
-    The peer loop asks its peers at once but stores nothing before every one is done, and
-    then asks them in turn for bundles; so without a bound one peer that answers a byte at
-    a time (each within the read timeout) would hold the whole round, and with it every
+    The peer loop asks its peers at once, for their pages and then for bundles, and stores
+    nothing before every one is done; so without a bound one peer that answers a byte at a
+    time (each within the read timeout) would hold the whole round, and with it every
     other peer's rows and the quorum. A phase of the round takes a `turn` of a peer, whose
     value is the deadline its requests must finish by; the time the turn took is charged to
     that peer. A peer whose request ran out of time has `spent` its share; `share` runs a
     phase in a turn, or not at all once the share is spent. Each peer's turns run in one
-    thread at a time (its thread of the round, then the round's own), so threads asking
-    different peers at once touch different entries only."""
+    thread at a time (its thread of each phase, one phase after the other), so threads
+    asking different peers at once touch different entries only."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds, self.clock = seconds, clock
@@ -93,6 +98,18 @@ class RoundBudget:
             return spent
         with self.turn(hotkey) as deadline:
             return work(deadline)
+
+
+def ask_at_once(peers: Sequence[P], ask: Callable[[P], T]) -> list[T]:
+    """`ask(peer)` for every peer at once, each in a thread of its own (`PEER_CONCURRENCY`
+    at a time, the others as threads come free); the answers in the order of `peers`, once
+    every one is done. `ask` only fetches (what it reads it may check, but it writes
+    nothing): the caller stores the answers afterwards in that order, so the store ends the
+    same whichever peer answered first, and slow peers cost the round about one of their
+    shares (`RoundBudget`) together, not one each."""
+    with ThreadPoolExecutor(max_workers=max(1, min(PEER_CONCURRENCY, len(peers))),
+                            thread_name_prefix="prism-peer") as pool:
+        return list(pool.map(ask, peers))
 
 
 def within(deadline: float, work: Callable[[], T], where: str) -> T:

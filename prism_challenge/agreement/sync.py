@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select
@@ -37,6 +36,7 @@ from prism_challenge.agreement.fetch import (
     PeerTooSlow,
     PeerUnreachable,
     RoundBudget,
+    ask_at_once,
 )
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.signed import PageInvalid, Signed, check
@@ -61,9 +61,6 @@ MAX_PAGES_PER_ROUND = 50  # a peer with more catches up over the following round
 # this many a round, and an honest one catching up takes a few rounds more.
 NEW_ROW_PAGES_PER_ROUND = 5
 MAX_PROOFS = 100  # proofs taken from one peer per round
-# Peers asked at once in a round (each by a thread of its own, one request at a time);
-# past this many, the others are asked as threads come free.
-PEER_CONCURRENCY = 64
 # What one peer's answers (its pages and the pages it relays) may hold in a round, in
 # `max_page_bytes`: they wait in memory until every peer is done, so a peer serving full
 # pages fast is not asked for more once it sent this much; the rest comes next round.
@@ -111,23 +108,23 @@ class PeerSync:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
         (their own pages; relayed ones are counted in the status).
 
-        The peers are asked at once, each in a thread of its own (`PEER_CONCURRENCY` at a
-        time), and each has `PEER_ROUND_TIMEOUTS` x the fetcher's timeout of the round for
+        The peers are asked at once, each in a thread of its own (`fetch.ask_at_once`, 64 at
+        a time), and each has `PEER_ROUND_TIMEOUTS` x the fetcher's timeout of the round for
         all that is asked of it (`RoundBudget`): what it has not answered by then waits for
         the next round. So however many peers answer slowly, the round lasts about that
         share, and a few slow ones cannot leave the honest peers' rows stale. Nothing is
         stored by those threads: once every peer is done, this thread stores the answers
         in the electorate's order (own pages, then relayed pages, then proofs), so the
-        store ends the same whatever order the answers arrived in."""
+        store ends the same whatever order the answers arrived in. The bundles of runs
+        known only from peers are asked for after that in the same way, in what is left of
+        each peer's share (`BundleFetcher.round`)."""
         own, peers = electorate[0], electorate[1:]
         with self.store.session() as s:
             _mark(s, own, ok_at=time.time() if now is None else now, error=None)
             _retire(s, {p.hotkey for p in electorate})
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         self.new_rows.clear()
-        with ThreadPoolExecutor(max_workers=max(1, min(PEER_CONCURRENCY, len(peers))),
-                                thread_name_prefix="prism-peer") as pool:
-            answers = list(pool.map(lambda peer: self._ask(peer, budget), peers))
+        answers = ask_at_once(peers, lambda peer: self._ask(peer, budget))
         stored = {peer.hotkey: self._store_pages(peer, got)
                   for peer, got in zip(peers, answers, strict=True)}
         if self.relay:

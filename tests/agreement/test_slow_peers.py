@@ -95,8 +95,8 @@ def test_a_peer_dripping_its_answers_costs_one_timeout_and_the_next_peer_is_reac
 
 def test_a_peer_dripping_a_bundle_is_left_at_the_timeout_and_the_next_holder_gives_it(
         nodes, wallets, live_server, tmp_path):
-    """Y's upload missed d; the dripping peer measured Y first (so it is asked first),
-    a holds Y: the bundle comes from a within about one timeout."""
+    """Y's upload missed d; the dripping peer measured Y first (so its thread starts
+    first), a holds Y: the bundle comes from a within about one timeout."""
     a, d, liar = nodes["a"], nodes["b"], nodes["liar"]
     m2 = wallets["miner2"].hotkey.ss58_address
     ledger = LocalLedger(tmp_path / "ledger.db", a.metagraph)
@@ -128,7 +128,10 @@ def test_a_peer_dripping_a_bundle_is_left_at_the_timeout_and_the_next_holder_giv
         fetcher.close()
     # before: the dripping answer was read for DRIP_FOR_S before a was asked
     assert took < 5.0, f"the bundle round took {took:.1f} s with timeout_s=1"
-    assert (stored, fetcher.fetched, dict(asked)) == (1, 1, {BUNDLES_PATH: 1})
+    assert (stored, fetcher.fetched) == (1, 1)
+    # both are asked at once: the liar is asked once, or not at all when a's thread came
+    # first and a gave Y within a quarter of a timeout
+    assert dict(asked) in ({BUNDLES_PATH: 1}, {})
 
 
 def slow_pager(wallet, miner: str, served: list[str], delay_s: float) -> FastAPI:
