@@ -11,20 +11,21 @@ It refuses what subtensor refuses, with the pallet's error name, in the pallet's
 (subnets/weights.rs): weights over the subnet's size, from an unregistered hotkey, under the
 stake threshold, below the version key, under the rate limit, without a validator permit
 (the subnet owner's hotkey and a lone self-weight are exempt), with a duplicate or unknown
-uid, fewer than min(subnet size, min allowed weights), or over the max weight limit (exactly:
-max * 65535 > limit * sum). Commit-reveal is on by default, as on a new subnet: a plain set
-is then refused (`CommitRevealEnabled`), and a timelocked commit is checked only for
-commit-reveal, its version, registration, the rate limit and the unrevealed-commit limit
-(it sets LastUpdate). The commit is revealed when the block reaches the first block of the
-epoch `RevealPeriodEpochs` after its own: every other weight check runs then, and a commit
-that fails one is dropped silently, as the chain does (`dropped` records why; the chain only
-logs it). The fake reads a commit's plaintext from what the library sealed (see
-`_keep_timelocked_plaintext`), standing in for the drand pulse. A ServeAxon inside the
-serving rate limit is refused; so is a commitment from an unregistered hotkey, with too many
-fields, or over the hotkey's space quota for the current epoch (each commitment counts at
-least 100 bytes). Blocks have a finalized head `finality_lag` blocks behind the best one,
-reads at a block see that block's commitments, and `reorg()` replaces the best blocks after
-the finalized head.
+uid, fewer than min(subnet size, min allowed weights), or over the max weight limit
+(exactly: max * 65535 > limit * sum; the chain compares in 32-bit fixed point, which can
+only let a vector this refuses pass, never the reverse). Commit-reveal is on by default, as
+on a new subnet: a plain set is then refused (`CommitRevealEnabled`), and a timelocked
+commit is checked only for commit-reveal, its version, registration, the rate limit and the
+unrevealed-commit limit (it sets LastUpdate). The commit is revealed when the block reaches
+the first block of the epoch `RevealPeriodEpochs` after its own: every other weight check
+runs then, and a commit that fails one is dropped silently, as the chain does (`dropped`
+records why; the chain only logs it). The fake reads a commit's plaintext from what the
+library sealed (see `_keep_timelocked_plaintext`), standing in for the drand pulse. A
+ServeAxon inside the serving rate limit is refused; so is a commitment from an unregistered
+hotkey, with too many fields, or over the hotkey's space quota for the current epoch (each
+commitment counts at least 100 bytes). Blocks have a finalized head `finality_lag` blocks
+behind the best one, reads at a block see that block's commitments, and `reorg()` replaces
+the best blocks after the finalized head.
 
 What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
 as bittensor's generated `Call` (module, function, params).
@@ -459,8 +460,8 @@ class FakeSubstrate:
         if not self_weight and len(values) < min(n, self.hyper["MinAllowedWeights"]):
             return "WeightVecLengthIsLow"
         limit, upscaled = self.hyper["MaxWeightsLimit"], max_upscale(values)
-        if not self_weight and limit < 65535 and max(upscaled) * 65535 // sum(upscaled) > limit:
-            return "MaxWeightExceeded"
+        if not self_weight and limit < 65535 and max(upscaled) * 65535 > limit * sum(upscaled):
+            return "MaxWeightExceeded"  # check_vec_max_limited, without fixed-point rounding
         return None
 
     def _store_weights(self, uid: int, dests: list[int], values: list[int]) -> None:

@@ -7,6 +7,14 @@ A 90/10 plan on a subnet capped at 32768 is therefore stored as about 50/50. `as
 runs the library's own clip and quantization on the plan's vector, so what `prism
 weights`, `/v1/weights` and the logs show is what the chain stores, and a plan the chain
 cannot accept is refused here with its reason instead of failing every epoch.
+
+The chain's own test of the cap is exact (`check_vec_max_limited`: the largest value over
+the sum, at most `max_weight_limit / 65535`), while the library's clip lands the top share
+on the cap in floating point and u16 rounding then pushes it over by a hair about a third of
+the time: the chain refuses that vector (`MaxWeightExceeded`). So the quantized vector is
+tested with integers (`max * 65535 <= limit * sum`) and, when it fails, clipped again to a
+slightly lower cap until it passes. With fewer than `65535 / max_weight_limit` uids no vector
+passes at all (even equal weights exceed the cap): such a plan is refused.
 """
 
 from __future__ import annotations
@@ -37,9 +45,11 @@ def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None, *,
     if subnet_n is not None:
         _check_uids(uids, subnet_n, plan.netuid)
     self_only = self_uid is not None and uids == [self_uid]  # the chain exempts it
-    if not self_only and rules.max_weight_limit < U16_MAX:
-        weights = clip_to_max_weight(weights, rules.max_weight_limit / U16_MAX)
-    out_uids, out_u16 = normalize(uids, weights)
+    limit = rules.max_weight_limit
+    if not self_only and limit < U16_MAX:
+        out_uids, out_u16 = _within_limit(uids, weights, limit, plan.netuid)
+    else:
+        out_uids, out_u16 = normalize(uids, weights)
     if not self_only and len(out_uids) < rules.min_allowed_weights:
         raise WeightsImpossible(
             f"netuid {plan.netuid} requires at least {rules.min_allowed_weights} non-zero "
@@ -54,6 +64,32 @@ def as_sent(plan: WeightPlan, rules: WeightsRules, self_uid: int | None, *,
     return plan.model_copy(update={"uids": out_uids, "weights_u16": out_u16, "rows": rows,
                                    "as_sent": "; ".join(notes) or "unchanged by the subnet's "
                                    "weight rules"})
+
+
+def passes_max_weight(values: list[int], limit: int) -> bool:
+    """The chain's `max_weight_limit` test, exactly: the largest share at most limit/65535."""
+    return limit >= U16_MAX or max(values) * U16_MAX <= limit * sum(values)
+
+
+def _within_limit(uids: list[int], weights: list[float], limit: int, netuid: int
+                  ) -> tuple[list[int], list[int]]:
+    """The u16 vector the library sends for these weights under `limit` that the chain's
+    exact test accepts, and that the library, handed it back, sends unchanged."""
+    if len(uids) * limit < U16_MAX:
+        raise WeightsImpossible(
+            f"netuid {netuid} caps a share at max_weight_limit {limit}/{U16_MAX}, so a vector "
+            f"needs at least {-(-U16_MAX // limit)} non-zero weights; this plan pays "
+            f"{len(uids)} uid(s): the subnet owner must raise the cap, or more miners must "
+            "score")
+    cap = limit / U16_MAX
+    for step in range(40):
+        target = cap * max(0.0, 1 - 1e-9 * 2**step)  # a hair lower each time it fails
+        out_uids, out_u16 = normalize(uids, clip_to_max_weight(weights, target))
+        again = normalize(out_uids, clip_to_max_weight([float(v) for v in out_u16], cap))
+        if again == (out_uids, out_u16) and passes_max_weight(out_u16, limit):
+            return out_uids, out_u16
+    raise WeightsImpossible(  # not seen: equal weights pass whenever len(uids) * limit >= 65535
+        f"no u16 vector for this plan passes netuid {netuid}'s max_weight_limit {limit}")
 
 
 def _check_uids(uids: list[int], subnet_n: int, netuid: int) -> None:

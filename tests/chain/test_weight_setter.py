@@ -147,11 +147,32 @@ def test_a_capped_subnet_stores_the_clipped_vector_and_the_log_shows_that_vector
     outcome = setter.offer(LEADER_AND_BURN, view)  # 10% burn, 90% leader
     assert outcome.outcome == "set", outcome.message
     stored = fake.weights[1]
-    assert stored == {0: 65533, 2: 65535}  # about 50/50, as the chain keeps it
+    # About 50/50, as the chain keeps it: 65535 * 65535 <= 32768 * (65534 + 65535), the
+    # chain's test (the library's own 65533 fails it by one).
+    assert stored == {0: 65534, 2: 65535}
     assert setter.last_sent.uids == [0, 2]
-    assert setter.last_sent.weights_u16 == [65533, 65535]
-    assert outcome.message.endswith(": 0=65533, 2=65535")
+    assert setter.last_sent.weights_u16 == [65534, 65535]
+    assert outcome.message.endswith(": 0=65534, 2=65535")
     assert "clipped to the subnet's max_weight_limit 32768/65535" in outcome.message
+
+
+def test_a_cap_the_librarys_rounding_overshoots_is_met_exactly_on_chain(setup, fake):
+    view, setter, _, _ = setup(MaxWeightsLimit=32769)
+    fake.block = 1050
+    outcome = setter.offer(LEADER_AND_BURN, view)
+    # The library alone sends 0=65529, 2=65535: 65535 * 65535 > 32769 * 131064, refused.
+    assert outcome.outcome == "set", outcome.message
+    assert fake.weights[1] == {0: 65530, 2: 65535}
+    assert 65535 * 65535 <= 32769 * (65530 + 65535)
+
+
+def test_two_uids_under_half_a_cap_are_refused_not_sent(setup, fake):
+    view, setter, _, status = setup(MaxWeightsLimit=30000)  # even 50/50 exceeds the cap
+    fake.block = 1050
+    outcome = setter.offer(LEADER_AND_BURN, view)
+    assert outcome.outcome == "refused"
+    assert "needs at least 3 non-zero weights; this plan pays 2 uid(s)" in outcome.message
+    assert fake.extrinsics == [] and status.weights == {"refused": 1}
 
 
 def test_min_allowed_weights_above_the_plan_is_refused_with_its_reason(setup, fake):
@@ -181,7 +202,7 @@ def test_prism_weights_shows_what_a_capped_subnet_stores(client, fake):
 
     fake.hyper["MaxWeightsLimit"] = 32768
     shown = conform_online(LEADER_AND_BURN, client(), self_uid=1)
-    assert (shown.uids, shown.weights_u16) == ([0, 2], [65533, 65535])
+    assert (shown.uids, shown.weights_u16) == ([0, 2], [65534, 65535])
     assert shown.as_sent.startswith("clipped to the subnet's max_weight_limit 32768/65535")
     fake.down = True
     unread = conform_online(LEADER_AND_BURN, client(), self_uid=1)

@@ -50,10 +50,10 @@ def test_the_weights_route_serves_the_vector_the_chain_stores(fake, client, wall
     deps = ApiDeps(settings, store, graph, as_sent=AsSent(c, lambda: 1))
     with ApiServer(create_app(deps)) as server:
         shown = httpx.get(f"{server.url}/v1/weights", timeout=30).json()
-    # About 50/50: the largest share is 65535 / 131068 <= 32768 / 65535.
-    assert (shown["uids"], shown["weights_u16"]) == ([0, 2], [65533, 65535])
+    # About 50/50: the largest share is 65535 / 131069 <= 32768 / 65535.
+    assert (shown["uids"], shown["weights_u16"]) == ([0, 2], [65534, 65535])
     assert shown["as_sent"].startswith("clipped to the subnet's max_weight_limit 32768/65535")
-    assert [r["u16"] for r in shown["rows"]] == [65533, 65535]
+    assert [r["u16"] for r in shown["rows"]] == [65534, 65535]
 
     fake.block = 1400  # a tempo after the validator's last set (950)
     graph.refresh(force=True)
@@ -99,6 +99,6 @@ def test_prism_weights_prints_the_vector_a_capped_subnet_stores(fake, wallets, s
     out = CliRunner().invoke(app, ["weights", "-c", str(cfg), "--json"])
     assert out.exit_code == 0, out.output
     plan = json.loads(out.stdout)
-    assert (plan["uids"], plan["weights_u16"]) == ([0, 2], [65533, 65535])
+    assert (plan["uids"], plan["weights_u16"]) == ([0, 2], [65534, 65535])
     assert plan["as_sent"].startswith("clipped to the subnet's max_weight_limit 32768/65535")
     assert fake.extrinsics == []  # showing sends nothing
