@@ -29,13 +29,19 @@ class ChainUnavailable(RuntimeError):
 # Failures that say nothing about the call itself: try again later, on a new connection.
 _TRANSIENT = {bittensor.ErrorCode.UNKNOWN, bittensor.ErrorCode.INTERNAL,
               bittensor.ErrorCode.EXPIRED}
+# What the transaction pool did with an extrinsic, not what the chain ruled on its call:
+# dropped, marked invalid, replaced by another with the same nonce (usurped), retracted with
+# its block, watched past the finality timeout, or held for a nonce the chain has not reached
+# (future). The library names these like pallet errors; the write may still have landed.
+_POOL_FATES = {"Dropped", "Invalid", "Usurped", "Retracted", "FinalityTimeout", "Future"}
 
 
 def transient(exc: bittensor.ChainError) -> bool:
-    """A write failure worth retrying: no named chain error (a dropped connection, a
-    transport fault) or a mortal extrinsic that expired in the pool."""
+    """A write failure worth retrying (after checking whether it landed): no named chain
+    error (a dropped connection, a transport fault), a mortal extrinsic that expired in the
+    pool, or the pool's fate for the extrinsic rather than a ruling on its call."""
     return exc.name is None and exc.code in _TRANSIENT or (
-        exc.code == bittensor.ErrorCode.EXPIRED)
+        exc.code == bittensor.ErrorCode.EXPIRED) or exc.name in _POOL_FATES
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,21 @@ def test_a_refusal_on_chain_is_a_chain_error(client, fake, wallets):
         client().set_weights(wallets["validator"], [0], [1.0], version_key=0)
 
 
+@pytest.mark.parametrize("status", ["dropped", "invalid", "usurped", "retracted",
+                                    "finalitytimeout"])
+def test_the_pools_fate_for_a_write_is_transient_not_a_refusal(status):
+    from bittensor.result import chain_error_from_substrate_request
+
+    # What the library raises when the pool's watch reports this status for our extrinsic.
+    error = chain_error_from_substrate_request(
+        RuntimeError(f"Extrinsic {status}: {{'{status}': None}}"))
+    assert error.name is not None and subtensor.transient(error)
+    future = chain_error_from_substrate_request(
+        RuntimeError("Transaction will be valid in the future"))
+    assert future.name == "Future" and subtensor.transient(future)
+    assert not subtensor.transient(bittensor.ChainError("MaxWeightExceeded", "MaxWeightExceeded"))
+
+
 def test_serve_axon_composes_the_address_and_serving_rules_read_the_axon_block(
         client, fake, wallets):
     c = client()

@@ -84,6 +84,16 @@ def test_a_dropped_commitment_is_reported_unavailable_with_the_next_step(client,
     assert fake.commitments == {}
 
 
+def test_a_commitment_the_pool_usurped_is_unavailable_with_the_next_step_not_refused(
+        client, fake, wallets):
+    fake.reject = "Usurped"  # another extrinsic with the same nonce took its place
+    s = subnet(client, finality_wait_s=0.0, sleep=lambda _: None)
+    miner = wallets["miner"]
+    with pytest.raises(ChainUnavailable, match="Usurped.*not on chain: run the command again"):
+        s.commit(miner, commitment_value(miner.hotkey.ss58_address, "5" * 64))
+    assert fake.commitments == {}
+
+
 def test_the_commitment_quota_is_a_refusal_with_the_next_step(client, fake, wallets):
     fake.max_space = 250  # two commitments of 100 bytes (at least) per epoch
     s = subnet(client, sleep=lambda _: None)

@@ -120,6 +120,17 @@ def test_a_refusal_by_the_chain_is_not_retried(setup, fake):
     assert sleeps == [] and len(fake.extrinsics) == 1
 
 
+@pytest.mark.parametrize("fate", ["Dropped", "Invalid", "Usurped", "Retracted",
+                                  "FinalityTimeout", "Future"])
+def test_what_the_pool_did_with_the_write_is_retried_not_a_refusal(setup, fake, fate):
+    view, setter, sleeps, status = setup()
+    fake.block, fake.reject = 1100, fate  # the library names the pool's fate like an error
+    outcome = setter.offer(PLAN, view)
+    assert (outcome.outcome, outcome.block) == ("set", 1100), outcome.message
+    assert sleeps == [2.0] and len(fake.sent("set_mechanism_weights")) == 2
+    assert fake.weights[1] == {0: 21845, 2: 65535} and status.weights == {"set": 1}
+
+
 def test_outcomes_are_exported_as_prometheus_metrics(setup, fake):
     view, setter, _, status = setup()
     fake.block = 1050
