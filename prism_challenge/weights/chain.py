@@ -19,7 +19,8 @@ checks a commit only for its rate limit and registration; the weights inside are
 when the chain reveals them, an epoch later, and a reveal that fails a check is dropped
 without any error reaching the sender. So the plan is refused here, with the chain's reason,
 when the hotkey has no validator permit (the subnet owner's hotkey is exempt) or too little
-stake, or when the vector breaks a rule on the uids or the subnet's
+stake, when a planned row's hotkey no longer holds its uid (the next epoch re-plans on the
+fresh metagraph), or when the vector breaks a rule on the uids or the subnet's
 `max_weight_limit` / `min_allowed_weights` (`weights.conform.as_sent`: what is sent and
 logged is the vector the chain stores). Once a commit's reveal is past, the chain's stored
 weights for this uid are compared with what was committed, and a mismatch is logged.
@@ -174,13 +175,15 @@ class WeightSetter:
                 "refused", f"this validator scores with version {SCORING_VERSION} (version key "
                 f"{self.version_key}) but netuid {self.client.netuid} requires version key >= "
                 f"{rules.min_version_key}: upgrade PRISM")
-        if not metagraph.refresh(force=True):  # our permit and the subnet's uids, now
+        if not metagraph.refresh(force=True):  # who holds each uid, and our permit, now
             raise ChainUnavailable("the metagraph could not be read again before sending")
         hotkey = self.wallet.hotkey.ss58_address
         me = metagraph.neuron(hotkey)
         if me is None:
             return WeightsOutcome("refused", f"{hotkey} is no longer registered on netuid "
                                   f"{self.client.netuid}")
+        if (moved := self._moved_rows(plan, metagraph)) is not None:
+            return moved
         if (refused := self._permit_refusal(plan, me, metagraph.owner_hotkey, rules)):
             return WeightsOutcome("refused", refused)
         try:
@@ -207,6 +210,20 @@ class WeightSetter:
         due = block + (rules.reveal_period + 1) * (rules.tempo + 1)
         self._commits.append(_Commit(block, due, dict(zip(sent.uids, sent.weights_u16,
                                                           strict=True))))
+
+    def _moved_rows(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome | None:
+        """A planned row whose hotkey no longer holds its uid (deregistered, its uid taken by
+        a newcomer) would pay the newcomer: nothing is sent, and the next epoch plans on the
+        metagraph just read."""
+        paid = set(plan.uids)
+        holder = {n.uid: n.hotkey for n in metagraph.neurons}
+        moved = [f"uid {row.uid} planned for {row.hotkey} is now held by "
+                 f"{holder.get(row.uid) or 'no one'}" for row in plan.rows
+                 if row.hotkey and row.uid in paid and metagraph.uid_of(row.hotkey) != row.uid]
+        if not moved:
+            return None
+        return WeightsOutcome("stale", f"{'; '.join(moved)}: nothing sent, the next epoch "
+                              "plans on the fresh metagraph")
 
     def _permit_refusal(self, plan: WeightPlan, me: bittensor.MetagraphNeuron, owner: str,
                         rules: WeightsRules) -> str | None:

@@ -2,7 +2,8 @@
 its rate limit and registration, and checks the weights inside at the reveal, where a
 failure is dropped without a word. So PRISM refuses, before committing, what the reveal
 would drop (no validator permit, too little stake, a uid not on the subnet), names the
-chain's reason, and after the reveal checks that the chain holds what was committed. The
+chain's reason, and after the reveal checks that the chain holds what was committed. A plan
+row whose uid changed hands since the plan is not paid either. The
 fake chain has commit-reveal on by default, as the chain has; `setter_on` sets tempo 100."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import logging
 import pytest
 from fake_substrate import Neuron
 
-from prism_challenge.weights.plan import WeightPlan
+from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.leaderboard import Entry
+from prism_challenge.weights.plan import WeightPlan, build_plan
 
 PLAN = WeightPlan(netuid=7, block=1000, corpus="demo", dry_run=False, leader=None,
                   uids=[0, 2], weights_u16=[21845, 65535], rows=[], excluded=[])
@@ -172,3 +175,34 @@ def test_the_fake_reveals_each_commit_in_its_own_reveal_epoch(client, fake, wall
     fake.block = 1204
     assert fake.weights == {1: {0: 65535, 3: 65535}}
     assert fake.pending(me.hotkey.ss58_address) == []
+
+
+def _scored(sid: int, hotkey: str, bpb: float) -> Entry:
+    return Entry(submission_id=sid, hotkey=hotkey, digest=f"{sid:064x}", accepted_at=float(sid),
+                 bpb=bpb, heldout_delta=1.0, eligible=True, corpus="demo",
+                 scored_at=float(sid), verification="passed")
+
+
+def test_a_uid_taken_by_a_stranger_after_the_plan_is_not_paid_and_the_next_plan_is_right(
+        setter_on, fake, wallets):
+    settings = Settings(chain={"netuid": 7}, weights={"winner_share": 0.9, "research_share": 0.0,
+                                                      "burn_uid": 0})
+    miner, rival = wallets["miner"].hotkey.ss58_address, wallets["rival"].hotkey.ss58_address
+    entries = [_scored(1, miner, 1.0), _scored(2, rival, 1.5)]
+    view, setter, _, _ = setter_on()
+    plan = build_plan(entries, view, settings)
+    assert [(r.uid, r.hotkey) for r in plan.rows] == [(0, None), (2, miner)]
+    # The miner is deregistered and a stranger registers on its uid before the weights go.
+    fake.neurons[2] = Neuron("5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY")
+    fake.block = 1100
+    outcome = setter.offer(plan, view)
+    assert outcome.outcome == "stale" and fake.extrinsics == []
+    assert outcome.message == (
+        f"uid 2 planned for {miner} is now held by "
+        "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY: nothing sent, the next epoch plans "
+        "on the fresh metagraph")
+    replanned = build_plan(entries, view, settings)  # the view was read again before sending
+    assert [(r.uid, r.hotkey) for r in replanned.rows] == [(0, None), (3, rival)]
+    assert setter.offer(replanned, view).outcome == "committed"
+    fake.block = 1103
+    assert fake.weights == {1: {0: 7282, 3: 65535}}  # the rival leads; uid 2 gets nothing
