@@ -87,6 +87,13 @@ class _Commit:
     vector: dict[int, int]
 
 
+def _holds(stored: dict[int, int], committed: dict[int, int]) -> bool:
+    """The chain holds the committed vector: the same uids and values, except a weight the
+    chain zeroed since because its uid was given to a newcomer."""
+    return stored.keys() == committed.keys() and all(
+        stored[uid] in (value, 0) for uid, value in committed.items())
+
+
 class WeightSetter:
     def __init__(self, client: ChainClient, wallet: bittensor.Wallet, settings: Settings, *,
                  status: ChainStatus | None = None,
@@ -260,7 +267,7 @@ class WeightSetter:
             return  # asked again at the next offer
         checked = due[-1]
         self._commits = [c for c in self._commits if c.due > head]
-        if any(stored == c.vector for c in [checked, *self._commits]):
+        if any(_holds(stored, c.vector) for c in [checked, *self._commits]):
             return
         pairs = ", ".join(f"{u}={w}" for u, w in checked.vector.items())
         held = ", ".join(f"{u}={w}" for u, w in stored.items()) or "no weights"

@@ -161,6 +161,21 @@ def test_an_applied_reveal_is_not_reported(setter_on, fake, caplog):
     assert status.dropped == 0 and setter._commits[0].block == 1310
 
 
+def test_a_weight_the_chain_zeroed_when_its_uid_was_replaced_still_counts_as_applied(
+        setter_on, fake, caplog):
+    view, setter, _, status = setter_on()
+    fake.block = 1100
+    assert setter.offer(PLAN, view).outcome == "committed"
+    fake.block = 1103  # revealed; then uid 2 is given to a newcomer, and the chain sets
+    fake.weights[1][2] = 0  # every weight on uid 2 to 0 (clear_neuron)
+    fake.block = 1310
+    view.refresh(force=True)
+    with caplog.at_level(logging.WARNING, logger="prism.weights"):
+        setter.offer(PLAN, view)
+    assert not [r for r in caplog.records if "not applied" in r.getMessage()]
+    assert status.dropped == 0
+
+
 def test_the_fake_reveals_each_commit_in_its_own_reveal_epoch(client, fake, wallets):
     fake.hyper.update(Tempo=100, WeightsSetRateLimit=0)
     fake.neurons.append(Neuron("5Fextra", permit=True))
