@@ -98,7 +98,8 @@ class ChainClient:
         """Run one call on the chain loop. Unavailable (retry later): a timeout, a lost
         connection, any read the chain answers with an error, and a write that failed
         without a named chain error (the library reports a dropped connection during a
-        submit as a bare `ChainError`). A named refusal of a write stays a `ChainError`."""
+        submit as a bare `ChainError`) or that the pool dropped, replaced or held back
+        (`transient`). A named refusal of a write stays a `ChainError`."""
         if self._closed:
             raise ChainUnavailable(f"{what}: this chain client is closed")
 
