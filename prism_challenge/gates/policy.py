@@ -34,7 +34,7 @@ _SELF = frozenset({"self", "cls"})
 # Refused builtins PyTorch code commonly uses as a parameter name: allowed where they name one.
 _PARAM_OK = frozenset({"input"})
 # Attribute names a bundle may define itself (a model's own `decode` method, say).
-_OWNABLE = frozenset({"decode"})
+_OWNABLE = frozenset({"decode", "new"})
 
 
 def check_policy(files: Mapping[str, str | bytes]) -> list[Violation]:
@@ -407,6 +407,9 @@ class _FileChecker:
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if (node.args or node.keywords) and self.resolve(func) in R.UNINIT_CONSTRUCTORS:
+            self.flag(node, R.INTROSPECT, f"'{self.resolve(func)}(...)' is not allowed: "
+                      f"{R.UNINIT_CONSTRUCTOR_WHY}")
         if isinstance(func, ast.Name) and func.id in _ATTR_BUILTINS:
             self._check_attr_builtin(node, func.id)
         if isinstance(func, ast.Name) and func.id == "super" and (node.args or node.keywords):
@@ -444,6 +447,9 @@ class _FileChecker:
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_target(target)
+        if self.resolve(node.value) in R.UNINIT_CONSTRUCTORS:
+            self.flag(node, R.INTROSPECT, f"'{self.resolve(node.value)}' may not be held in a "
+                      f"variable (called, it {R.UNINIT_CONSTRUCTOR_WHY}); name it directly")
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_target(node.target)

@@ -10,7 +10,7 @@ reported by `prism check`.
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-7"
+POLICY_VERSION = "ast-8"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
@@ -48,6 +48,12 @@ _VIEW_WHY = ("storage access reads memory outside a tensor's view (a harness ten
              "may hold more than the batch); index the tensor itself")
 _UNINIT_WHY = ("uninitialised memory may hold what the process freed (a compiled graph does not "
                "fill it); use torch.zeros, zeros_like or new_zeros")
+
+# Tensor classes whose constructor, given sizes, returns uninitialised memory: refused when
+# called with arguments, or held in a variable (annotations and isinstance name them freely)
+UNINIT_CONSTRUCTORS = frozenset({"torch.Tensor"})
+UNINIT_CONSTRUCTOR_WHY = ("returns uninitialised memory, which may hold what the process "
+                          "freed; use torch.zeros or torch.tensor")
 
 # Builtins that are refused wherever they are named (called or aliased).
 BUILTINS: dict[str, tuple[str, str]] = {
@@ -96,7 +102,7 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     **dict.fromkeys("untyped_storage storage set_ as_strided as_strided_".split(),
                     (INTROSPECT, _VIEW_WHY)),
     **dict.fromkeys("empty empty_like empty_strided empty_permuted new_empty new_empty_strided "
-                    "resize_ resize_as_".split(), (INTROSPECT, _UNINIT_WHY)),
+                    "resize_ resize_as_ new".split(), (INTROSPECT, _UNINIT_WHY)),
     "TorchFunctionMode": (DISPATCH, "function modes intercept the harness's ops"),
     "TorchDispatchMode": (DISPATCH, "dispatch modes intercept the harness's ops"),
     "register": (INTROSPECT, "ABC.register writes into a registry the whole process shares "

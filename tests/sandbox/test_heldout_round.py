@@ -53,18 +53,32 @@ def test_ratio_se_matches_the_spread_of_row_ratios():
 @pytest.mark.parametrize("learner", ["eval_learner", "eval_warnings_learner",
                                      "eval_sdpa_learner", "eval_classattr_learner",
                                      "eval_typevar_learner", "eval_mode_leaker"])
-def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tmp_path, learner):
+def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tiny_run, tmp_path, learner):
     """eval_learner keeps what it was shown in its globals and buffers; eval_warnings_learner
     in the process's warning filters, eval_sdpa_learner in its attention backends,
     eval_classattr_learner on a torch class, eval_typevar_learner on a TypeVar a torch class
     holds, eval_mode_leaker in inference mode left on: what the eval sandbox puts back for
     every model it builds and every task it answers (harness/shared_state.py)."""
-    honest, learner = (runner.run(files, digest_of(files), tmp_path / name)
-                       for name, files in (("a", bundle("tiny")), ("b", bundle(learner))))
+    honest = tiny_run[1]  # the session's run of the tiny bundle, on the same runner
+    files = bundle(learner)
+    learner = runner.run(files, digest_of(files), tmp_path / "b")
     assert learner.columns.nats.tolist() == honest.columns.nats.tolist()
     assert learner.eval.val_tokens == honest.eval.val_tokens > 0
     assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
     assert learner.eval.val_bpb_twin == honest.eval.val_bpb_twin
+
+
+def test_freed_memory_carries_nothing_between_tasks_with_the_deterministic_mode_off(
+        make_runner, tmp_path):
+    """With `sandbox.deterministic_algorithms: false` torch does not fill new tensors, so a
+    task's freed memory could reach the next one's uninitialised tensor; held-out tasks run
+    with the mode on (warn-only), which fills them: the learner answers as the honest model."""
+    r = make_runner(tiny_settings(deterministic_algorithms=False))
+    honest, learner = (r.run(files, digest_of(files), tmp_path / name)
+                       for name, files in (("a", bundle("tiny")),
+                                           ("b", bundle("eval_freed_memory_learner"))))
+    assert learner.eval.val_tokens == honest.eval.val_tokens > 0
+    assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
 
 
 def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_path):

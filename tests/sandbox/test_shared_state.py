@@ -97,3 +97,76 @@ def test_what_hangs_off_a_class_or_an_object_is_put_back_too(shared):
     assert notes[first] is kept
     assert "prism-7" not in torch.utils.checkpoint.SAC_IGNORED_OPS
     assert not shared.changed()
+
+
+def test_a_wrapped_module_and_every_matmul_setting_are_put_back(shared):
+    """torch.backends.cudnn is a module object whose table holds only the real module (every
+    other name is forwarded), so what its functions hold was not walked; and the cuBLAS
+    settings reachable through `matmul` include the new precision API, whose setting
+    torch refuses to read back mixed with the legacy one."""
+    matmul = torch.backends.cuda.matmul
+    torch.backends.cudnn.is_available.prism_memo = {"seen": [1]}
+    matmul.allow_fp16_accumulation = not matmul.allow_fp16_accumulation
+    matmul.allow_tf32 = True
+    matmul.fp32_precision = "tf32"
+    shared.restore()
+    assert not hasattr(torch.backends.cudnn.is_available, "prism_memo")
+    assert matmul.allow_fp16_accumulation is False and matmul.allow_tf32 is False
+    assert matmul.fp32_precision == "none" and torch.get_float32_matmul_precision() == "highest"
+
+
+def _public_names(obj) -> list:
+    try:
+        return [k for k in dir(obj) if not k.startswith("_")]
+    except Exception:
+        return []
+
+
+def test_nothing_a_bundle_can_reach_by_name_is_left_out_of_the_walk(shared):
+    """What a bundle reaches is what `getattr` chains from the allow-listed names give (the
+    walk reads tables instead): every object on such a chain that takes new attributes has
+    its table in the snapshot, and every list, dict or set on one is tracked."""
+    import importlib
+    import types
+
+    from prism_challenge.gates.allowlist import PATHS
+
+    tables = {id(t) for t in shared.tables}
+    boxes = {id(b) for b in shared.containers}
+    todo, seen, missed = [], set(), []
+    for name, members in PATHS.items():
+        if isinstance(members, frozenset):
+            module = importlib.import_module(name)
+            todo += [(f"{name}.{k}", getattr(module, k)) for k in members if hasattr(module, k)]
+    while todo:
+        path, obj = todo.pop()
+        if id(obj) in seen or type(obj) in (int, float, complex, str, bytes, bool, type(None)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, types.ModuleType) or path.count(".") > 8:
+            continue
+        if type(obj) in (list, dict, set, bytearray) and id(obj) not in boxes:
+            missed.append(path)
+        if isinstance(obj, list | tuple | set | frozenset | dict):
+            todo += [(f"{path}[]", v) for v in (obj.values() if isinstance(obj, dict) else obj)]
+            continue
+        try:
+            table = object.__getattribute__(obj, "__dict__")
+        except (AttributeError, TypeError):
+            table = None
+        if not isinstance(obj, type) and isinstance(table, dict) and id(table) not in tables:
+            try:
+                obj.prism_probe = 1
+                del obj.prism_probe
+                missed.append(path)
+            except (AttributeError, TypeError):
+                pass
+        for key in _public_names(obj):
+            try:
+                value = getattr(obj, key)
+            except Exception:
+                continue
+            if not isinstance(value, types.MethodType | types.BuiltinMethodType) \
+                    or isinstance(obj, type):
+                todo.append((f"{path}.{key}", value))
+    assert len(seen) > 1000 and missed == []

@@ -19,7 +19,7 @@ from pathlib import Path
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.quick_exit import exit_now
-from prism_challenge.sandbox.harness.seeding import inductor_deterministic
+from prism_challenge.sandbox.harness.seeding import held_out_mode, inductor_deterministic
 from prism_challenge.sandbox.harness.shared_state import SharedState, task_modes
 from prism_challenge.sandbox.harness.state_contract import fingerprint
 from prism_challenge.sandbox.harness.step_clock import WorkClock
@@ -294,6 +294,7 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.empty(0, device=device)  # the device's context, if it has one, is made here
     T, V = cfg["seq_len"], cfg["vocab_size"]
+    strict = torch.are_deterministic_algorithms_enabled()  # the run's own setting
     models = _Models(lambda: load_module(submission / "architecture.py", "architecture"), cfg,
                      inputs, device)
     clock.mark("setup")
@@ -306,6 +307,7 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
         n = int(task["rows"])
         x = torch.from_numpy(np.frombuffer(payload, dtype="<i4").reshape(n, T)
                              .astype(np.int64)).to(device)
+        held_out_mode(task["model"] in models.FRESH, strict)
         with task_modes(device):  # nothing a previous task left switched on
             model = models.get(task["model"], task.get("snapshot"))
             clock.mark(f"build_{models.built}")

@@ -44,6 +44,18 @@ def deterministic_algorithms(strict: bool) -> None:
     torch._C._set_deterministic_algorithms(strict, warn_only=False)
 
 
+def held_out_mode(held_out: bool, strict: bool) -> None:
+    """The deterministic mode for the eval sandbox's next task. Held-out tasks (the trained
+    model and its twin) always run with it on, warn-only where the run had it off: then
+    torch fills every uninitialised tensor (NaN, or an integer's largest value), so memory
+    a task freed cannot carry what it saw to the next. A replay snapshot runs in the run's
+    own mode, so its arithmetic is the training's."""
+    import torch
+
+    torch._C._set_deterministic_algorithms(held_out or strict,
+                                           warn_only=held_out and not strict)
+
+
 def inductor_deterministic() -> None:
     """Before a compile: inductor's flag agrees with torch's global mode (a build whose
     inductor did not read the environment variable gets it set here)."""

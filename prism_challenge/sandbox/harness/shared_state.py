@@ -47,8 +47,14 @@ MODULES = (
     "torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.special",
     "torch.utils.checkpoint", "typing", "warnings",
 )
-MATMUL = ("allow_tf32", "allow_fp16_reduced_precision_reduction",
-          "allow_bf16_reduced_precision_reduction")
+# the cuBLAS settings `torch.backends.cuda.matmul` reads and writes, in the order they are
+# set back: the legacy ones move `fp32_precision` (the new API) too, so it comes last; each
+# reduction flag with its split-k twin (written together, as a pair)
+MATMUL = ("allow_tf32", "allow_fp16_accumulation",
+          "allow_fp16_reduced_precision_reduction",
+          "allow_fp16_reduced_precision_reduction_split_k",
+          "allow_bf16_reduced_precision_reduction",
+          "allow_bf16_reduced_precision_reduction_split_k", "fp32_precision")
 CUDNN = ("allow_tf32", "enabled", "benchmark", "deterministic")
 SDP = ("flash", "mem_efficient", "math", "cudnn")
 
@@ -148,7 +154,7 @@ def _reachable() -> tuple[list[type], list[dict], list, list]:
     public members of the modules it may import from, their base classes, and whatever a
     public attribute of a class or object leads to, transitively (a TypeVar, an enum
     member, the function behind a staticmethod or property, an object held by an object).
-    Modules are not followed (a bundle names only those it may import), nor plain values."""
+    Only the modules it may import are followed, and no plain values."""
     import importlib
 
     classes: dict[int, type] = {}
@@ -165,7 +171,15 @@ def _reachable() -> tuple[list[type], list[dict], list, list]:
         todo.extend(v for k, v in list(vars(module).items()) if _public(k))
     while todo:
         obj = todo.pop()
-        if id(obj) in seen or type(obj) in _PLAIN or isinstance(obj, types.ModuleType):
+        if id(obj) in seen or type(obj) in _PLAIN:
+            continue
+        if isinstance(obj, types.ModuleType):
+            # followed only where it is one a bundle may import, under its own name or
+            # wrapped (torch.backends.cudnn is a module object whose table holds only `m`,
+            # the real module, and forwards every other name to it)
+            if getattr(obj, "__name__", None) in MODULES:
+                seen.add(id(obj))
+                todo.extend(v for k, v in list(vars(obj).items()) if _public(k))
             continue
         seen.add(id(obj))
         if type(obj) in _CONTAINERS:
@@ -253,8 +267,12 @@ def _put_back_class(cls: type, items: dict) -> None:
 
 def _read_flags(torch) -> dict:
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
-    flags: dict = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
-    for name in MATMUL:
+    flags: dict = {}
+    try:  # raises while the legacy and the new precision API are mixed
+        flags["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        flags["float32_matmul_precision"] = None
+    for name in MATMUL:  # after the legacy precision: setting that moves fp32_precision
         try:
             flags[f"matmul.{name}"] = getattr(cuda.matmul, name)
         except (AttributeError, RuntimeError):
@@ -269,15 +287,21 @@ def _read_flags(torch) -> dict:
 
 
 def _write_flags(torch, flags: dict) -> None:
-    """Each flag that moved, set back (only those: a setter may warn that it is deprecated)."""
-    now = _read_flags(torch)
+    """Each flag that moved, set back (only those: a setter may warn that it is deprecated),
+    in the order `_read_flags` read them, each compared as it stands when its turn comes
+    (setting one flag can move another)."""
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
+    if _read_flags(torch) == flags:
+        return
     for key, value in flags.items():
-        if now.get(key) == value:
+        if key.endswith("_split_k") or _read_flags(torch).get(key) == value:
             continue
         kind, _, name = key.partition(".")
         if kind == "float32_matmul_precision":
-            torch.set_float32_matmul_precision(value)
+            if value is not None:
+                torch.set_float32_matmul_precision(value)
+        elif kind == "matmul" and name.endswith("_reduction"):
+            setattr(cuda.matmul, name, (value, flags.get(f"{key}_split_k", True)))
         elif kind == "matmul":
             setattr(cuda.matmul, name, value)
         elif kind == "cudnn":
