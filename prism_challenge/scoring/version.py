@@ -8,7 +8,7 @@ subnet owner can require the current one (WeightsVersionKey).
 
 from __future__ import annotations
 
-SCORING_VERSION = "1.2.0"
+SCORING_VERSION = "1.3.0"
 
 
 def version_key(version: str = SCORING_VERSION) -> int:
