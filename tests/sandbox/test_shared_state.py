@@ -170,3 +170,18 @@ def test_nothing_a_bundle_can_reach_by_name_is_left_out_of_the_walk(shared):
                     or isinstance(obj, type):
                 todo.append((f"{path}.{key}", value))
     assert len(seen) > 1000 and missed == []
+
+
+def test_a_torch_warning_given_once_is_given_again_after_a_restore(shared):
+    """A warn-once site in torch's C++ (here `.T` on a 3-d tensor) would be a bit set for the
+    process's life: warned in one task, silent in the next."""
+    was = torch.is_warn_always_enabled()
+    try:
+        shared.restore()
+        for _ in range(2):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                _ = torch.zeros(2, 2, 2).T
+            assert any(".T" in str(w.message) for w in seen)
+    finally:
+        torch.set_warn_always(was)

@@ -7,7 +7,8 @@ would let a model learn from the held-out text it is shown (test-time training a
 tasks). Module globals and instances are new for every build. What is shared:
 
 - the warning filters: `warnings.filterwarnings` is allowed (to quiet a library), and
-  `warnings.warn` raises under an "error" filter, so they can be written and read back;
+  `warnings.warn` raises under an "error" filter, so they can be written and read back
+  (torch's own warn-once sites warn every time here, for the same reason);
 - global numerics a bundle can reach through an object (`m = torch.backends.cuda.matmul;
   m.allow_tf32 = True`) or a context held open in a suspended generator (`sdpa_kernel`);
 - attributes of the library's classes and of every object a bundle can reach from them
@@ -95,6 +96,9 @@ class SharedState:
 
         warnings.resetwarnings()  # also moves the filters' version on: registries empty
         warnings.filters[:] = self.filters
+        # torch's warn-once sites (C++) would otherwise be bits set for the process's life:
+        # warned in one task, silent in the next
+        torch.set_warn_always(True)
         _write_flags(torch, self.flags)
         if _changed(self.class_views, self.class_sizes, self.class_pairs):
             for cls, items in zip(self.classes, self.class_items, strict=True):
