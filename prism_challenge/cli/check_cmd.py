@@ -74,7 +74,7 @@ def check(
 ) -> None:
     """Check a bundle as a validator would: contract, AST policy, axes, parameters, smoke run."""
     from prism_challenge.miner import check_bundle
-    from prism_challenge.miner.render import findings_table
+    from prism_challenge.miner.render import findings_table, print_traceback
 
     settings = settings_from(config)
     console = Console(soft_wrap=True)
@@ -88,6 +88,8 @@ def check(
     if report.record is not None:
         title += f": smoke run of {report.smoke_rows} rows on {report.record.corpus}"
     console.print(findings_table(title, report.findings))
+    if report.record is not None:
+        print_traceback(console, report.record)
     if report.passed:
         console.print(Text.assemble(
             ("PASS", "bold green"), f": next, `prism eval {bundle_dir}` for the full local "

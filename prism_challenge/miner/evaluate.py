@@ -103,6 +103,8 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
     if replay is not None:
         files["replay"] = out / REPLAY_FILE
         files["replay"].write_text(replay.model_dump_json(indent=2) + "\n")
+    else:  # an earlier run's replay in a reused --out folder would pass for this run's
+        (out / REPLAY_FILE).unlink(missing_ok=True)
     summary = {"digest": bundle.digest, "name": bundle.meta.name, "corpus": data.corpus,
                "manifest_sha256": record.manifest_sha256, "val_source": data.val_source,
                "score": score.model_dump(mode="json"),

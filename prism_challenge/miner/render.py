@@ -11,6 +11,7 @@ from rich.text import Text
 
 from prism_challenge.miner.evaluate import EvalReport
 from prism_challenge.miner.findings import Finding
+from prism_challenge.miner.outcome import crash_traceback, run_problem
 from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
@@ -68,8 +69,9 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("[bold]bpb that ranks[/]", f"[bold]{s.bpb:.4f}[/]")
     score.add_row("tokens consumed / budget",
                   f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,} scored")
-    score.add_row("exit", Text(rec.exit_reason + (f": {rec.exit_detail[:200]}"
-                                                  if rec.exit_detail else "")))
+    problem = run_problem(rec)
+    exit_detail = problem.what if problem else rec.exit_detail[:200]
+    score.add_row("exit", Text(rec.exit_reason + (f": {exit_detail}" if exit_detail else "")))
     console.print(score)
     gates = [Finding("gates", "pass", "step-0, causality, finite, contract, cap, gap")]
     if s.reasons:
@@ -80,6 +82,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     _print_axes(console, report)
     _print_telemetry(console, rec)
     _print_output(console, rec)
+    print_traceback(console, rec)
     tok_s = rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
     console.print(f"timings: startup {rec.startup_s:.1f} s, train {rec.train_s:.1f} s "
                   f"({_f(tok_s, ',.0f')} tokens/s), eval {rec.eval_s:.1f} s, "
@@ -88,6 +91,11 @@ def print_eval(console: Console, report: EvalReport) -> None:
         console.print(f"wrote {what}: {path}", highlight=False, markup=False)
     cut = (f" (cut by the {rec.exit_reason} limit: {s.unconsumed_tokens:,} unconsumed tokens "
            "charged)" if rec.exit_reason in ("deadline", "memory", "disk", "pids") else "")
+    if not cut and problem is not None:
+        # a crash or an early return is charged, not zeroed: an eligible run says what it
+        # cost; for one that is not, the crash is what to fix before any gate
+        cut = (f" (but {problem.what}: {s.unconsumed_tokens:,} unconsumed tokens charged at "
+               f"log2 V bits each; {problem.fix})" if report.eligible else f" ({problem.line})")
     if report.eligible:
         verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
                    f"{s.bpb:.4f} bpb, and its replay verifies it{cut}")
@@ -142,6 +150,17 @@ def _print_output(console: Console, rec: RunRecord) -> None:
     console.print(f"training output ({len(lines)} lines kept in record.json{more}):",
                   highlight=False)
     for line in shown:
+        console.print(Text("  | " + line), highlight=False)
+
+
+def print_traceback(console: Console, rec: RunRecord) -> None:
+    """A crashed run's traceback, whole and unwrapped, below the one line that sums it up."""
+    lines = crash_traceback(rec)
+    if not lines:
+        return
+    console.print("traceback of the crash (its last frames, as the sandbox kept them; your "
+                  "files are under /submission):", highlight=False)
+    for line in lines:
         console.print(Text("  | " + line), highlight=False)
 
 
