@@ -212,7 +212,7 @@ class ChainClient:
 
     def weights_of(self, uid: int) -> dict[int, int]:
         """The weights the chain holds for this uid (Weights, mechanism 0): {uid: u16}."""
-        rows = self._run("weights", lambda client: client.query(
+        rows = self._run("stored weights", lambda client: client.query(
             bittensor.storage.SubtensorModule.Weights, [self.netuid, uid]))
         return {int(dest): int(value) for dest, value in rows or []}
 
@@ -236,7 +236,7 @@ class ChainClient:
         refusal (RATE_LIMITED when the rate limit has not passed)."""
         intent = bittensor.SetWeights(netuid=self.netuid, uids=uids, weights=weights,
                                       version_key=version_key)
-        return self._execute("weights", intent, wallet)
+        return self._execute("SetWeights", intent, wallet)
 
     def serve_axon(self, wallet: bittensor.Wallet, ip: str, port: int
                    ) -> bittensor.ExtrinsicResult:

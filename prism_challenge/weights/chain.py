@@ -140,7 +140,8 @@ class WeightSetter:
                 if attempt == self.retries:
                     return WeightsOutcome("failed", f"{exc} (after {attempt + 1} attempts)")
                 delay = self.backoff_s * 2**attempt
-                log.warning("weights: %s; retrying in %.1f s", exc, delay)
+                log.warning("weights: attempt %d of %d: %s; retrying in %.1f s", attempt + 1,
+                            self.retries + 1, exc, delay)
                 self.sleep(delay)
             except bittensor.ChainError as exc:
                 if exc.code == bittensor.ErrorCode.RATE_LIMITED:

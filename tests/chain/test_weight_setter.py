@@ -3,6 +3,8 @@ key, commit-reveal when the subnet has it, retries with backoff, and a counted o
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -35,7 +37,7 @@ def test_weights_are_set_when_the_rate_limit_has_passed_with_the_scoring_version
     (sent,) = fake.extrinsics
     assert sent.function == "set_mechanism_weights"
     assert sent.params["dests"] == [0, 2] and sent.params["weights"] == [21845, 65535]
-    assert sent.params["version_key"] == version_key() == 1_002_000
+    assert sent.params["version_key"] == version_key() == 1_003_000
     assert status.weights["set"] == 1 and status.last_set_block == 1050
 
 
@@ -235,3 +237,13 @@ def test_a_set_whose_answer_is_lost_is_confirmed_by_last_update_not_repeated(
     assert "confirmed by LastUpdate" in outcome.message
     assert len(fake.sent("set_mechanism_weights")) == 1
     assert fake.weights[1] == {0: 21845, 2: 65535}
+
+
+def test_a_retry_names_the_failed_call_once_not_under_a_doubled_prefix(setup, fake, caplog):
+    view, setter, sleeps, _ = setup()
+    fake.block, fake.reject = 1100, "Dropped"  # the pool dropped the write: retried
+    with caplog.at_level(logging.WARNING, logger="prism.weights"):
+        assert setter.offer(PLAN, view).outcome == "set"
+    retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert retries == ["weights: attempt 1 of 4: SetWeights: local failed: Dropped; "
+                       "retrying in 2.0 s"]
