@@ -21,7 +21,9 @@ the first block of the epoch `RevealPeriodEpochs` after its own: every other wei
 runs then, and a commit that fails one is dropped silently, as the chain does (`dropped`
 records why; the chain only logs it). The fake reads a commit's plaintext from what the
 library sealed (see `_keep_timelocked_plaintext`), standing in for the drand pulse. A
-ServeAxon inside the serving rate limit is refused; so is a commitment from an unregistered
+ServeAxon from an unregistered hotkey, of an address `is_valid_ip_address` refuses
+(InvalidIpAddress: 127.0.0.1, 255.255.255.255, ::1, ffff:...:ffff), inside the serving rate
+limit, or to port 0 is refused, in the pallet's order; so is a commitment from an unregistered
 hotkey, with too many fields, or over the hotkey's space quota for the current epoch (each
 commitment counts at least 100 bytes). Blocks have a finalized head `finality_lag` blocks
 behind the best one, reads at a block see that block's commitments, and `reorg()` replaces
@@ -357,11 +359,7 @@ class FakeSubstrate:
         if sent.function == "set_commitment":
             return self._commitment_refusal(sent)
         if sent.function == "serve_axon":
-            axon = self.neurons[self.uid_of(sent.signer)].axon
-            served = (axon or {}).get("block") or 0
-            if served and self.block - served < self.hyper["ServingRateLimit"]:
-                return "ServingRateLimitExceeded"
-            return None
+            return self._serving_refusal(sent)
         if sent.function == "commit_timelocked_mechanism_weights":
             return self._commit_refusal(sent)
         if sent.function != "set_mechanism_weights":
@@ -370,6 +368,24 @@ class FakeSubstrate:
             return "CommitRevealEnabled"
         p = sent.params
         return self._weights_refusal(sent.signer, p["dests"], p["weights"], p["version_key"])
+
+    def _serving_refusal(self, sent: Sent) -> str | None:
+        """`validate_serve_axon` (subnets/serving.rs), in its order: registration, the ip
+        type, the address (`is_valid_ip_address` with zero allowed), the serving rate limit,
+        then the port."""
+        uid, p = self.uid_of(sent.signer), sent.params
+        if uid is None:
+            return "HotKeyNotRegisteredInNetwork"
+        if p["ip_type"] not in (4, 6):
+            return "InvalidIpType"
+        if not valid_ip_address(p["ip_type"], p["ip"], allow_zero=True):
+            return "InvalidIpAddress"
+        served = (self.neurons[uid].axon or {}).get("block") or 0
+        if served and self.block - served < self.hyper["ServingRateLimit"]:
+            return "ServingRateLimitExceeded"
+        if p["port"] == 0:
+            return "InvalidPort"
+        return None
 
     def _commit_refusal(self, sent: Sent) -> str | None:
         """What the chain checks of a timelocked commit, and nothing else: the weights inside
@@ -490,6 +506,17 @@ class FakeSubstrate:
             reg = {"deposit": 0, "block": self.block, "info": {"fields": fields}}
             self.commitments[sent.signer] = reg
             self.commit_log.append((self.block, sent.signer, reg))
+
+
+def valid_ip_address(ip_type: int, addr: int, *, allow_zero: bool) -> bool:
+    """`is_valid_ip_address` (subnets/serving.rs), exactly: zero unless allowed (ServeAxon
+    allows it), an IPv4 address of 255.255.255.255 or more, 127.0.0.1 (only that one: the
+    rest of 127.0.0.0/8 passes), and IPv6 ::1 and ffff:...:ffff are refused."""
+    if not allow_zero and addr == 0:
+        return False
+    if ip_type == 4 and (addr >= 0xFFFFFFFF or addr == 0x7F000001):
+        return False
+    return not (ip_type == 6 and addr in (2**128 - 1, 1))
 
 
 def max_upscale(values: list[int]) -> list[int]:

@@ -5,7 +5,8 @@ head: precedence no reorg can change) and reused for `min_read_interval_s`, so a
 uploads costs one chain read, not one per request. A commitment is confirmed by reading it
 back once finalized, also after a write whose answer was lost (it may have landed).
 The intake address is published with `ServeAxon` only when it differs from the one on
-chain, and only once the subnet's serving rate limit allows it.
+chain, and only once the subnet's serving rate limit allows it; an address the chain
+refuses as an axon (InvalidIpAddress, say) is not sent again until the node restarts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from prism_challenge.chain.subnet import Commitment, Endpoint
 from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
 
 log = logging.getLogger("prism.chain")
+
+
+# ServeAxon refusals of the address itself: sending it again gets the same answer.
+_BAD_AXON = {"InvalidIpAddress", "InvalidIpType", "InvalidPort"}
 
 
 def axon_address(host: str, port: int) -> str:
@@ -66,6 +71,7 @@ class OnlineSubnet:
         self._read_at: float | None = None
         self._commitments: dict[str, bittensor.NeuronCommitment] = {}
         self._published: str | None = None
+        self._refused: dict[str, str] = {}  # address -> the chain's refusal of it
 
     def _current(self) -> dict[str, bittensor.NeuronCommitment]:
         with self._lock:
@@ -138,6 +144,8 @@ class OnlineSubnet:
             return f"not published: {hotkey} is not registered on netuid {self.client.netuid}"
         if address in (neuron.axon, self._published):
             return f"{address} already published"
+        if address in self._refused:
+            return self._refused[address]
         rules = self.client.serving_rules(hotkey)
         if rules.last_served is not None and rules.block - rules.last_served < rules.rate_limit:
             wait = rules.rate_limit - (rules.block - rules.last_served)
@@ -147,6 +155,11 @@ class OnlineSubnet:
         except bittensor.ChainError as exc:
             if exc.code == bittensor.ErrorCode.RATE_LIMITED:
                 return f"not yet: {exc.message}"
+            if exc.name in _BAD_AXON:  # it would refuse the same address at every poll
+                self._refused[address] = (
+                    f"not published: netuid {self.client.netuid} refuses {address} ({exc.name}); "
+                    "set chain.serve_address to this host's public ip:port and restart")
+                return self._refused[address]
             raise
         self._published = address
         return f"published {address}"

@@ -8,6 +8,7 @@ a key names the environment variable that holds the secret.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +48,37 @@ def network_error(network: str) -> str | None:
             f"or a ws:// / wss:// endpoint")
 
 
+def chain_on_this_host(network: str) -> bool:
+    """The network's endpoint is a loopback address (a local chain, `network: local`)."""
+    from urllib.parse import urlparse
+
+    host = urlparse(endpoint_of(network)).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def unservable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, *, same_host: bool
+               ) -> str | None:
+    """Why `ip` is no axon address, or None. The chain's ServeAxon refuses 127.0.0.1, ::1,
+    255.255.255.255 and ffff:...:ffff (InvalidIpAddress), which a node would retry every
+    poll for ever; it stores the unspecified address (0.0.0.0, ::) and the rest of the
+    loopback range, which name no host a miner can reach, unless the chain and its miners
+    run on this host (`same_host`: loopback then reaches them)."""
+    if ip in (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1")):
+        return "a loopback address the chain refuses (InvalidIpAddress)"
+    if int(ip) in (2**32 - 1, 2**128 - 1):
+        return "the broadcast address, which the chain refuses (InvalidIpAddress)"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_unspecified:
+        return "the unspecified address, which names no host a miner can reach"
+    if ip.is_loopback and not same_host:
+        return "a loopback address, which only this host can reach"
+    return None
+
+
 class ChainSettings(Section):
     netuid: int = Field(1, ge=0)
     network: str = "finney"
@@ -70,17 +102,26 @@ class ChainSettings(Section):
         if self.mode == "online" and (problem := network_error(self.network)) is not None:
             raise ValueError(f"chain.network: {problem}")
         if self.serve_address is not None:
-            import ipaddress
-
             host, _, port = self.serve_address.rpartition(":")
             try:
-                ipaddress.ip_address(host.strip("[]"))
+                ip = ipaddress.ip_address(host.strip("[]"))
                 ok = 0 < int(port) < 65536
             except ValueError:
                 ok = False
             if not ok:
                 raise ValueError(f"chain.serve_address must be ip:port (a public IP address, "
                                  f"not a name), not {self.serve_address!r}")
+            if self.mode != "online":
+                return self  # the local ledger publishes any address
+            same_host = chain_on_this_host(self.network)
+            if (kind := unservable(ip, same_host=same_host)) is not None:
+                other = (f", or with a chain on this host another loopback address such as "
+                         f"127.0.0.2:{port} (intake.host 127.0.0.2 or 0.0.0.0)"
+                         if same_host else "")
+                raise ValueError(
+                    f"chain.serve_address {self.serve_address} is {kind}: set it to this "
+                    f"host's public IP address and the intake port (e.g. 203.0.113.7:{port})"
+                    f"{other}, or leave it unset")
         return self
 
 

@@ -5,6 +5,7 @@ A call the adapter makes that the installed bittensor lacks fails here."""
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import time
 
 import bittensor
@@ -212,3 +213,40 @@ def test_a_dropped_connection_is_closed_even_when_the_client_closes_right_after(
     c._reconnect()
     c.close()
     assert fake.nonce_cache == {}
+
+
+@pytest.mark.parametrize(("ip", "refused"), [
+    ("127.0.0.1", True), ("255.255.255.255", True), ("::1", True),
+    ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", True),
+    # is_valid_ip_address refuses only those: ServeAxon allows zero, the rest of loopback
+    ("0.0.0.0", False), ("127.0.0.2", False), ("203.0.113.7", False), ("2001:db8::1", False),
+])
+def test_an_axon_address_the_chain_refuses_is_refused_by_name_and_stores_nothing(
+        client, fake, wallets, ip, refused):
+    fake.block = 1000 + 50  # past the serving rate limit of the axon served at 900
+    before = fake.neurons[1].axon
+    c = client()
+    if refused:
+        with pytest.raises(bittensor.ChainError) as error:
+            c.serve_axon(wallets["validator"], ip, 8000)
+        assert (error.value.name, error.value.code) == (
+            "InvalidIpAddress", bittensor.ErrorCode.INVALID_ARGUMENT)
+        assert fake.neurons[1].axon == before
+    else:
+        c.serve_axon(wallets["validator"], ip, 8000)
+        assert fake.neurons[1].axon["ip"] == int(ipaddress.ip_address(ip))
+
+
+def test_serve_axon_is_checked_in_the_pallets_order(client, fake, wallets):
+    c = client()
+    fake.block = 940  # inside the serving rate limit (served at 900, limit 50)
+    with pytest.raises(bittensor.ChainError, match="InvalidIpAddress"):
+        c.serve_axon(wallets["validator"], "127.0.0.1", 8000)  # the address comes first
+    with pytest.raises(bittensor.ChainError, match="ServingRateLimitExceeded"):
+        c.serve_axon(wallets["validator"], "203.0.113.7", 0)  # then the limit, then the port
+    fake.block = 950
+    with pytest.raises(bittensor.ChainError, match="InvalidPort"):
+        c.serve_axon(wallets["validator"], "203.0.113.7", 0)
+    fake.neurons.pop()
+    with pytest.raises(bittensor.ChainError, match="HotKeyNotRegisteredInNetwork"):
+        c.serve_axon(wallets["rival"], "127.0.0.1", 8000)

@@ -46,7 +46,7 @@ def online_node(fake, wallets, prepared_data, tmp_path):
         scoring={"heldout_positions": 256, "heldout_cuts_per_row": 4},
         sandbox={"cpu_threads": 1, "memory_bytes": 3 * 2**30, "save_grace_s": 3},
         chain={"mode": "online", "network": "local", "netuid": NETUID, "poll_s": 0.1,
-               "refresh_blocks": 1, "serve_address": f"127.0.0.1:{port}",
+               "refresh_blocks": 1, "serve_address": f"127.0.0.2:{port}",
                "commitment_wait_s": 1.0, "backoff_s": 0.01, "retries": 1},
         wallet={"name": validator.name, "hotkey": "default", "path": validator.path},
         intake={"port": port},
@@ -76,7 +76,7 @@ def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
     # The intake address is published once (it differs from the one on chain).
     wait_for(lambda: fake.sent("serve_axon"), 10, "ServeAxon")
     (served,) = fake.sent("serve_axon")
-    assert (served.params["ip"], served.params["port"]) == (2130706433, settings.intake.port)
+    assert (served.params["ip"], served.params["port"]) == (2130706434, settings.intake.port)
 
     # Weights: not before the rate limit (last set at 950, limit 100), then once.
     time.sleep(0.5)
@@ -84,7 +84,7 @@ def test_an_online_validator_serves_takes_committed_uploads_and_sets_weights(
     fake.block = 1050
     wait_for(lambda: fake.sent("set_mechanism_weights"), 10, "weights")
     (weights,) = fake.sent("set_mechanism_weights")
-    assert weights.params["dests"] == [0] and weights.params["version_key"] == 1_002_000
+    assert weights.params["dests"] == [0] and weights.params["version_key"] == 1_003_000
     time.sleep(0.6)
     assert len(fake.sent("set_mechanism_weights")) == 1  # rate limited until block 1150
     # /v1/weights shows the vector as conformed to the subnet's rules, as it was sent.

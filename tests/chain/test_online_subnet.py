@@ -105,3 +105,16 @@ def test_the_address_is_served_only_when_changed_and_when_the_rate_limit_allows(
     assert len(fake.sent("serve_axon")) == 1
     assert "is not registered on netuid 7" in subnet.serve(wallets["rival"], "10.0.0.2", 1)
     assert len(fake.sent("serve_axon")) == 1
+
+
+def test_an_address_the_chain_refuses_as_an_axon_is_sent_once_not_every_poll(
+        client, fake, wallets):
+    view = LiveMetagraph(client(), refresh_blocks=1)
+    view.refresh()
+    subnet = OnlineSubnet(view._client, view)
+    fake.block = 950  # past the serving rate limit
+    said = [subnet.serve(wallets["validator"], "255.255.255.255", 8000) for _ in range(3)]
+    assert said == ["not published: netuid 7 refuses 255.255.255.255:8000 (InvalidIpAddress); "
+                    "set chain.serve_address to this host's public ip:port and restart"] * 3
+    assert len(fake.sent("serve_axon")) == 1 and fake.neurons[1].axon["ip"] == 167772161
+    assert subnet.serve(wallets["validator"], "203.0.113.7", 8000) == "published 203.0.113.7:8000"

@@ -139,3 +139,40 @@ def test_a_variable_named_as_a_secrets_holder_is_not_a_typo(tmp_path, monkeypatc
     assert load_settings(config).llm.api_key_env == "PRISM_LLM_KEY"
     with pytest.raises(ConfigError, match="PRISM_LLM_KEY names no setting"):
         load_settings()
+
+
+@pytest.mark.parametrize("address, kind", [
+    ("127.0.0.1:8000", "a loopback address the chain refuses (InvalidIpAddress)"),
+    ("127.0.0.2:8000", "a loopback address, which only this host can reach"),
+    ("[::1]:8000", "a loopback address the chain refuses (InvalidIpAddress)"),
+    ("0.0.0.0:8000", "the unspecified address, which names no host a miner can reach"),
+    ("[::]:8000", "the unspecified address, which names no host a miner can reach"),
+    ("255.255.255.255:8000", "the broadcast address, which the chain refuses (InvalidIpAddress)"),
+])
+def test_an_online_serve_address_no_miner_can_reach_is_one_line_naming_the_fix(
+        tmp_path, address, kind):
+    path = _write(tmp_path, f"chain:\n  mode: online\n  network: finney\n"
+                            f"  serve_address: '{address}'\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.endswith(
+        f"chain.serve_address {address} is {kind}: set it to this host's public IP address and "
+        "the intake port (e.g. 203.0.113.7:8000), or leave it unset")
+
+
+def test_a_chain_on_this_host_takes_another_loopback_address_but_never_127_0_0_1(tmp_path):
+    local = "chain:\n  mode: online\n  network: local\n  serve_address: '{}'\n"
+    assert load_settings(_write(tmp_path, local.format("127.0.0.2:8000")), environ={}
+                         ).chain.serve_address == "127.0.0.2:8000"
+    with pytest.raises(ConfigError) as info:
+        load_settings(_write(tmp_path, local.format("127.0.0.1:8000")), environ={})
+    assert str(info.value).endswith(
+        "chain.serve_address 127.0.0.1:8000 is a loopback address the chain refuses "
+        "(InvalidIpAddress): set it to this host's public IP address and the intake port "
+        "(e.g. 203.0.113.7:8000), or with a chain on this host another loopback address such "
+        "as 127.0.0.2:8000 (intake.host 127.0.0.2 or 0.0.0.0), or leave it unset")
+    # the local ledger publishes where the node really listens; a public address passes
+    assert Settings(chain={"serve_address": "127.0.0.1:8000"}).chain.mode == "local"
+    assert Settings(chain={"mode": "online", "serve_address": "203.0.113.7:8000"})
