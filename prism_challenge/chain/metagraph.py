@@ -60,23 +60,27 @@ class MetagraphFileError(ValueError):
 
 @dataclass(frozen=True)
 class StaticMetagraph:
-    """A fixed hotkey -> uid table; `allow_any` accepts unknown hotkeys (local mode)."""
+    """A fixed hotkey -> uid table; `allow_any` accepts unknown hotkeys (local mode);
+    `owner`: the subnet owner's hotkey, when the table says (None: not known)."""
 
     hotkeys: tuple[str, ...]
     current_block: int | None = None
     allow_any: bool = False
+    owner: str | None = None
 
     @classmethod
     def of(
-        cls, hotkeys: Sequence[str], *, block: int | None = None, allow_any: bool = False
+        cls, hotkeys: Sequence[str], *, block: int | None = None, allow_any: bool = False,
+        owner: str | None = None,
     ) -> StaticMetagraph:
         if len(set(hotkeys)) != len(hotkeys):
             raise MetagraphFileError("a hotkey appears twice in the metagraph")
-        return cls(tuple(hotkeys), block, allow_any)
+        return cls(tuple(hotkeys), block, allow_any, owner)
 
     @classmethod
     def from_file(cls, path: Path, *, allow_any: bool = False) -> StaticMetagraph:
-        """Read {"hotkeys": [...], "block": N}; uid i is hotkeys[i]."""
+        """Read {"hotkeys": [...], "block": N, "owner_hotkey": "5..."} (block and owner
+        optional); uid i is hotkeys[i]."""
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -89,7 +93,10 @@ class StaticMetagraph:
         block = doc.get("block")
         if block is not None and not isinstance(block, int):
             raise MetagraphFileError(f"{path}: 'block' must be an integer")
-        return cls.of(hotkeys, block=block, allow_any=allow_any)
+        owner = doc.get("owner_hotkey")
+        if owner is not None and not isinstance(owner, str):
+            raise MetagraphFileError(f"{path}: 'owner_hotkey' must be a string")
+        return cls.of(hotkeys, block=block, allow_any=allow_any, owner=owner)
 
     def uid_of(self, hotkey: str) -> int | None:
         try:
@@ -99,6 +106,10 @@ class StaticMetagraph:
 
     def is_registered(self, hotkey: str) -> bool:
         return self.allow_any or hotkey in self.hotkeys
+
+    @property
+    def owner_hotkey(self) -> str | None:
+        return self.owner
 
     @property
     def n(self) -> int:

@@ -12,7 +12,7 @@ import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -274,9 +274,22 @@ class VerificationSettings(Section):
 
 class WeightsSettings(Section):
     dry_run: bool = True
-    burn_uid: int = Field(0, ge=0)
+    # The uid the unassigned share goes to: "owner", the uid of the subnet owner's hotkey as
+    # the metagraph says (uid 0 where no owner is known: the local ledger), or a uid.
+    burn_uid: int | Literal["owner"] = 0
     winner_share: float = Field(0.9, ge=0, le=1)
     research_share: float = Field(0.1, ge=0, le=1)
+
+    @field_validator("burn_uid", mode="before")
+    @classmethod
+    def _owner_or_uid(cls, value: object) -> int | str:
+        text = str(value).strip()
+        if text == "owner":
+            return text
+        if isinstance(value, bool) or not text.isdigit():
+            raise ValueError(f"weights.burn_uid must be 'owner' or a uid (an integer >= 0), "
+                             f"not {value!r}")
+        return int(text)
 
     @model_validator(mode="after")
     def _shares_fit(self) -> WeightsSettings:

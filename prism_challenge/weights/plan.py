@@ -56,6 +56,31 @@ class WeightPlan(_Frozen):
     as_sent: str | None = None
 
 
+def burn_target(metagraph: MetagraphView, settings: Settings) -> tuple[int, str | None]:
+    """The uid the unassigned share goes to, and the hotkey it is meant for (None: whoever
+    holds a configured uid). `weights.burn_uid: owner` follows the subnet owner's hotkey
+    to whatever uid it holds, so the burn never pays a miner that took uid 0; where no owner
+    is known (the local ledger, or no metagraph read yet) it is uid 0, the owner's uid on a
+    new subnet. The setter checks the hotkey still holds the uid right before sending."""
+    configured = settings.weights.burn_uid
+    if configured != "owner":
+        if metagraph.n and configured >= metagraph.n:
+            raise ValueError(
+                f"weights.burn_uid {configured} is not a uid of this subnet (n={metagraph.n})"
+            )
+        return configured, None
+    owner = getattr(metagraph, "owner_hotkey", None) if metagraph.n else None
+    if owner is None:
+        return 0, None
+    uid = metagraph.uid_of(owner)
+    if uid is None:
+        raise ValueError(
+            f"weights.burn_uid is 'owner' but the subnet owner's hotkey {owner} holds no uid "
+            f"on netuid {settings.chain.netuid}: set weights.burn_uid to the uid to burn to"
+        )
+    return uid, owner
+
+
 def build_plan(
     entries: Iterable[Entry],
     metagraph: MetagraphView,
@@ -114,15 +139,11 @@ def build_plan(
     for hk, share in payout.research.items():
         add(uid_of[hk], hk, share, f"research credit {credit[hk]:g}")
     if payout.burn > 0:
-        burn_uid = settings.weights.burn_uid
-        if metagraph.n and burn_uid >= metagraph.n:
-            raise ValueError(
-                f"weights.burn_uid {burn_uid} is not a uid of this subnet (n={metagraph.n})"
-            )
+        burn_uid, holder = burn_target(metagraph, settings)
         why = "burn: nothing eligible" if leader is None and not payout.research else (
             f"burn: unassigned share {payout.burn:.6g}"
         )
-        add(burn_uid, None, payout.burn, why)
+        add(burn_uid, holder, payout.burn, why)
 
     ordered = sorted(rows)
     out_uids, out_u16 = normalize(ordered, [rows[u]["share"] for u in ordered])

@@ -6,14 +6,16 @@ from __future__ import annotations
 import logging
 
 import pytest
+from fake_substrate import Neuron
 from prometheus_client import CollectorRegistry, generate_latest
 
 from prism_challenge.chain.metagraph import LiveMetagraph
 from prism_challenge.chain.status import ChainStatus
 from prism_challenge.config.settings import Settings
+from prism_challenge.scoring.leaderboard import Entry
 from prism_challenge.scoring.version import version_key
 from prism_challenge.weights.chain import WeightSetter
-from prism_challenge.weights.plan import WeightPlan
+from prism_challenge.weights.plan import WeightPlan, build_plan
 
 SETTINGS = Settings(chain={"mode": "online", "netuid": 7, "retries": 3, "backoff_s": 2.0},
                     weights={"dry_run": False})
@@ -247,3 +249,28 @@ def test_a_retry_names_the_failed_call_once_not_under_a_doubled_prefix(setup, fa
     retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert retries == ["weights: attempt 1 of 4: SetWeights: local failed: Dropped; "
                        "retrying in 2.0 s"]
+
+
+def test_the_burn_goes_to_the_owners_uid_when_the_owner_is_not_on_uid_0(setup, fake, wallets):
+    """uid 0 is a miner here; the subnet owner's hotkey holds uid 3."""
+    view, setter, _, _ = setup()
+    fake.owner_hotkey = wallets["rival"].hotkey.ss58_address
+    view.refresh(force=True)
+    settings = Settings(chain={"netuid": 7}, weights={"burn_uid": "owner", "winner_share": 0.9,
+                                                      "research_share": 0.0})
+    miner = wallets["miner"].hotkey.ss58_address
+    leader = Entry(submission_id=1, hotkey=miner, digest="0" * 64, accepted_at=1.0, bpb=1.0,
+                   heldout_delta=1.0, eligible=True, corpus="demo", scored_at=1.0, reason=None,
+                   verification="passed")
+    plan = build_plan([leader], view, settings)
+    assert [(r.uid, r.hotkey, r.u16) for r in plan.rows] == [
+        (2, miner, 65535), (3, fake.owner_hotkey, 7282)]
+    fake.block = 1100
+    assert setter.offer(plan, view).outcome == "set"
+    assert fake.weights[1] == {2: 65535, 3: 7282}
+    # the owner's hotkey deregistered and its uid taken after the plan: nothing is sent
+    fake.neurons[3] = Neuron("5newcomer")
+    fake.block = 1200
+    outcome = setter.offer(plan, view)
+    assert outcome.outcome == "stale" and "uid 3 planned for" in outcome.message
+    assert fake.weights[1] == {2: 65535, 3: 7282}

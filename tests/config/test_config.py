@@ -176,3 +176,15 @@ def test_a_chain_on_this_host_takes_another_loopback_address_but_never_127_0_0_1
     # the local ledger publishes where the node really listens; a public address passes
     assert Settings(chain={"serve_address": "127.0.0.1:8000"}).chain.mode == "local"
     assert Settings(chain={"mode": "online", "serve_address": "203.0.113.7:8000"})
+
+
+def test_burn_uid_is_the_owner_or_a_uid_and_anything_else_is_one_line(tmp_path, monkeypatch):
+    owner = _write(tmp_path, "weights:\n  burn_uid: owner\n")
+    assert load_settings(owner).weights.burn_uid == "owner"
+    assert load_settings(_write(tmp_path, "weights:\n  burn_uid: 4\n")).weights.burn_uid == 4
+    monkeypatch.setenv("PRISM_WEIGHTS__BURN_UID", "uid0")
+    with pytest.raises(ConfigError) as info:
+        load_settings(owner)
+    assert str(info.value) == (
+        "environment PRISM_WEIGHTS__BURN_UID: weights.burn_uid: Value error, weights.burn_uid "
+        "must be 'owner' or a uid (an integer >= 0), not 'uid0'")

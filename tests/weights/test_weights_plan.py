@@ -127,3 +127,24 @@ def test_u16_vector_equals_bittensor_normalize_on_random_splits(hk, seed):
     assert sum(shares) == pytest.approx(1.0, abs=1e-12)
     assert (plan.uids, plan.weights_u16) == normalize([r.uid for r in plan.rows], shares)
     assert max(plan.weights_u16) == 65535
+
+
+def test_burn_to_the_owner_follows_the_owners_hotkey_to_its_uid(hk):
+    owner_on_2 = StaticMetagraph.of(hk[:4], owner=hk[2])
+    plan = build_plan([entry(1, hk[1], 1.0)], owner_on_2,
+                      make_settings(winner_share=0.9, research_share=0.0, burn_uid="owner"))
+    assert (plan.uids, plan.weights_u16) == ([1, 2], [65535, 7282])
+    burn = plan.rows[1]
+    assert (burn.uid, burn.hotkey, burn.reasons) == (2, hk[2], ["burn: unassigned share 0.1"])
+    # no owner known (the local ledger): uid 0, the owner's uid on a new subnet
+    unknown = build_plan([], StaticMetagraph.of(hk[:4]), make_settings(burn_uid="owner"))
+    assert (unknown.uids, unknown.rows[0].hotkey) == ([0], None)
+
+
+def test_an_owner_that_holds_no_uid_is_a_clear_error_naming_the_fix(hk):
+    gone = StaticMetagraph.of(hk[:3], owner=hk[5])
+    with pytest.raises(ValueError) as error:
+        build_plan([], gone, make_settings(burn_uid="owner"))
+    assert str(error.value) == (
+        f"weights.burn_uid is 'owner' but the subnet owner's hotkey {hk[5]} holds no uid on "
+        "netuid 1: set weights.burn_uid to the uid to burn to")
