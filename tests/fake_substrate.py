@@ -20,14 +20,16 @@ unrevealed-commit limit (it sets LastUpdate). The commit is revealed when the bl
 the first block of the epoch `RevealPeriodEpochs` after its own: every other weight check
 runs then, and a commit that fails one is dropped silently, as the chain does (`dropped`
 records why; the chain only logs it). The fake reads a commit's plaintext from what the
-library sealed (see `_keep_timelocked_plaintext`), standing in for the drand pulse. A
-ServeAxon from an unregistered hotkey, of an address `is_valid_ip_address` refuses
-(InvalidIpAddress: 127.0.0.1, 255.255.255.255, ::1, ffff:...:ffff), inside the serving rate
-limit, or to port 0 is refused, in the pallet's order; so is a commitment from an unregistered
-hotkey, with too many fields, or over the hotkey's space quota for the current epoch (each
-commitment counts at least 100 bytes). Blocks have a finalized head `finality_lag` blocks
-behind the best one, reads at a block see that block's commitments, and `reorg()` replaces
-the best blocks after the finalized head.
+library sealed (see `_keep_timelocked_plaintext`), standing in for the drand pulse. Each
+epoch counts a neuron whose LastUpdate is more than the activity cutoff
+(ActivityCutoffFactorMilli x Tempo / 1000 blocks) behind inactive (`active`; the metagraph's
+`active` is the last epoch's mask). A ServeAxon from an unregistered hotkey, of an address
+`is_valid_ip_address` refuses (InvalidIpAddress: 127.0.0.1, 255.255.255.255, ::1,
+ffff:...:ffff), inside the serving rate limit, or to port 0 is refused, in the pallet's
+order; so is a commitment from an unregistered hotkey, with too many fields, or over the
+hotkey's space quota for the current epoch (each commitment counts at least 100 bytes).
+Blocks have a finalized head `finality_lag` blocks behind the best one, reads at a block see
+that block's commitments, and `reorg()` replaces the best blocks after the finalized head.
 
 What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
 as bittensor's generated `Call` (module, function, params).
@@ -148,7 +150,8 @@ class FakeSubstrate:
                     "WeightsVersionKey": 0, "ServingRateLimit": 50, "MinAllowedWeights": 0,
                     "MaxWeightsLimit": 65535, "SubnetEpochConsensus": "Yuma", "Tempo": 360,
                     "RevealPeriodEpochs": 1, "LastEpochBlock": 900, "PendingEpochAt": 0,
-                    "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100, "StakeThreshold": 0}
+                    "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100, "StakeThreshold": 0,
+                    "ActivityCutoffFactorMilli": 13_889}  # 5000 blocks at tempo 360
         self.hyper = {**defaults, **self.hyper}
         _keep_timelocked_plaintext()
         self._ready = True
@@ -234,6 +237,24 @@ class FakeSubstrate:
         tempo = self.hyper["Tempo"]
         return (block + self.netuid + 1) // (tempo + 1)
 
+    def activity_cutoff(self) -> int:
+        """`get_activity_cutoff_blocks`: ActivityCutoffFactorMilli x Tempo / 1000 blocks, at
+        least 1 (the legacy ActivityCutoff item is no longer read)."""
+        return max(1, self.hyper["ActivityCutoffFactorMilli"] * self.hyper["Tempo"] // 1000)
+
+    def epoch_start(self, block: int) -> int:
+        """The block at which the subnet's epoch containing `block` ran."""
+        return self.epoch_index(block) * (self.hyper["Tempo"] + 1) - (self.netuid + 1)
+
+    def active(self, block: int | None = None) -> list[bool]:
+        """The epoch's activity mask at `block` (run_epoch.rs): a neuron is inactive when
+        LastUpdate + the activity cutoff < the block; the epoch then masks its stake out of
+        consensus and it earns no dividends. The metagraph's `active` is the mask of the
+        subnet's last epoch (the Active item it wrote)."""
+        at = self.block if block is None else block
+        cutoff = self.activity_cutoff()
+        return [n.last_update + cutoff >= at for n in self.neurons]
+
     async def block_time(self) -> float:
         return 0.01
 
@@ -301,7 +322,8 @@ class FakeSubstrate:
             "axons": [x.axon or {"ip": 0, "port": 0, "ip_type": 4} for x in self.neurons],
             "validator_permit": [x.permit for x in self.neurons],
             "last_update": [x.last_update for x in self.neurons],
-            "active": [True] * n, "block_at_registration": [1] * n,
+            "active": self.active(self.epoch_start(self.block)),
+            "block_at_registration": [1] * n,
             "alpha_stake": [x.total_stake for x in self.neurons],
             "tao_stake": [0] * n, "total_stake": [x.total_stake for x in self.neurons],
         }

@@ -204,6 +204,21 @@ class ChainClient:
 
         return self._run("weights hyperparameters", read)
 
+    def activity_cutoff(self) -> int:
+        """Blocks after a validator's LastUpdate past which the subnet's epoch counts it
+        inactive: its stake leaves consensus and it earns no dividends. The chain derives it
+        as ActivityCutoffFactorMilli x Tempo / 1000, at least 1 (`get_activity_cutoff_blocks`;
+        the older ActivityCutoff item is no longer read)."""
+        async def read(client: bittensor.Client) -> int:
+            view = await client.at()
+            module = bittensor.storage.SubtensorModule
+            factor, tempo = await asyncio.gather(
+                view.query(module.ActivityCutoffFactorMilli, [self.netuid]),
+                view.query(module.Tempo, [self.netuid]))
+            return max(1, int(factor or 0) * int(tempo or 360) // 1000)
+
+        return self._run("activity cutoff", read)
+
     def last_update(self, uid: int) -> int:
         """The block of this uid's last weights on chain (LastUpdate), 0 for never."""
         rows = self._run("last update", lambda client: client.query(

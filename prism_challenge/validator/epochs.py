@@ -2,8 +2,10 @@
 
 The plan is logged and served at /v1/weights; it is sent on chain only when the operator
 set `weights.dry_run: false` with `chain.mode: online`, and then only when the subnet's
-rate limit allows (the `WeightSetter` decides). The metagraph is refreshed by the node's
-chain loop on its own block schedule, not here.
+rate limit allows (the `WeightSetter` decides). Without a quorum of peers the plan is not
+sent; the weights last set are sent again only when the chain would otherwise count this
+validator inactive. The metagraph is refreshed by the node's chain loop on its own block
+schedule, not here.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
     live = setter is not None and not plan.dry_run  # local chain: there is nothing to send to
     log.info("epoch: weights plan (%s) leader %s: %s", "live" if live else "not sent",
              leader, pairs or "empty")
-    if setter is not None and not settings.weights.dry_run and not ranked.no_quorum:
-        setter.offer(plan, metagraph)  # without a quorum: the weights last set stand
+    if setter is not None and not settings.weights.dry_run:
+        if ranked.no_quorum:  # the weights last set stand, re-sent before the chain's
+            setter.keep_active(metagraph)  # activity cutoff counts this validator inactive
+        else:
+            setter.offer(plan, metagraph)
     return plan

@@ -30,6 +30,10 @@ commit-reveal), bounded by the chain client's timeout and extrinsic period. An u
 chain is retried with exponential backoff; a refusal by the chain is not (it would refuse
 again). Every outcome is logged and counted in `ChainStatus`
 (`prism_weights_attempts_total{outcome}` at /metrics).
+
+While no quorum ranks the runs, `keep_active` sends the weights last sent again once half
+the subnet's activity cutoff has passed since this hotkey's LastUpdate, so the chain does
+not count the validator inactive (no dividends) while it waits for its peers.
 """
 
 from __future__ import annotations
@@ -109,6 +113,7 @@ class WeightSetter:
         self.last_sent: WeightPlan | None = None  # the vector last sent, as the chain stores it
         self._commits: list[_Commit] = []  # sent, their reveal not checked yet
         self._sending: tuple[WeightsRules, WeightPlan] | None = None
+        self._warned_nothing_to_resend = False
 
     def offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
         outcome = self._offer(plan, metagraph)
@@ -117,6 +122,41 @@ class WeightSetter:
             logging.WARNING)
         log.log(level, "weights: %s: %s", outcome.outcome, outcome.message)
         return outcome
+
+    def keep_active(self, metagraph: LiveMetagraph) -> WeightsOutcome | None:
+        """While no quorum ranks the runs no new plan is sent, and the weights last set stand
+        on chain. But the subnet's epoch counts a validator inactive once the activity
+        cutoff has passed since its LastUpdate (5000 blocks, about 17 hours, by default):
+        its stake leaves consensus and it earns no dividends. So once more than half the
+        cutoff has passed, the weights this setter last sent are offered again, through
+        every check of `offer` (a row whose hotkey no longer holds its uid is not paid:
+        then nothing is sent). None when nothing was due."""
+        if metagraph.stale or metagraph.block is None:
+            return None
+        hotkey = self.wallet.hotkey.ss58_address
+        neuron = metagraph.neuron(hotkey)
+        if neuron is None:
+            return None
+        last = max(neuron.last_update, self._sent_at)
+        try:
+            cutoff = self.client.activity_cutoff()
+        except ChainUnavailable:
+            return None  # asked again at the next epoch, well before the cutoff
+        since = metagraph.block - last
+        if since <= cutoff // 2:
+            return None
+        if self.last_sent is None:
+            if not self._warned_nothing_to_resend:
+                log.warning("weights: no quorum, and this node has sent no weights since it "
+                            "started: the chain counts %s inactive (no dividends) at block %d "
+                            "unless weights are set (prism weights --set)", hotkey,
+                            last + cutoff + 1)
+                self._warned_nothing_to_resend = True
+            return None
+        log.info("weights: no quorum; re-sending the weights last set (block %d): %d blocks "
+                 "have passed of the %d after which the chain counts this validator inactive "
+                 "(no dividends)", last, since, cutoff)
+        return self.offer(self.last_sent, metagraph)
 
     def _offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
         if not plan.uids:

@@ -251,6 +251,12 @@ def test_a_retry_names_the_failed_call_once_not_under_a_doubled_prefix(setup, fa
                        "retrying in 2.0 s"]
 
 
+def _leader(hotkey: str) -> Entry:
+    return Entry(submission_id=1, hotkey=hotkey, digest="0" * 64, accepted_at=1.0, bpb=1.0,
+                 heldout_delta=1.0, eligible=True, corpus="demo", scored_at=1.0, reason=None,
+                 verification="passed")
+
+
 def test_the_burn_goes_to_the_owners_uid_when_the_owner_is_not_on_uid_0(setup, fake, wallets):
     """uid 0 is a miner here; the subnet owner's hotkey holds uid 3."""
     view, setter, _, _ = setup()
@@ -259,10 +265,7 @@ def test_the_burn_goes_to_the_owners_uid_when_the_owner_is_not_on_uid_0(setup, f
     settings = Settings(chain={"netuid": 7}, weights={"burn_uid": "owner", "winner_share": 0.9,
                                                       "research_share": 0.0})
     miner = wallets["miner"].hotkey.ss58_address
-    leader = Entry(submission_id=1, hotkey=miner, digest="0" * 64, accepted_at=1.0, bpb=1.0,
-                   heldout_delta=1.0, eligible=True, corpus="demo", scored_at=1.0, reason=None,
-                   verification="passed")
-    plan = build_plan([leader], view, settings)
+    plan = build_plan([_leader(miner)], view, settings)
     assert [(r.uid, r.hotkey, r.u16) for r in plan.rows] == [
         (2, miner, 65535), (3, fake.owner_hotkey, 7282)]
     fake.block = 1100
@@ -274,3 +277,58 @@ def test_the_burn_goes_to_the_owners_uid_when_the_owner_is_not_on_uid_0(setup, f
     outcome = setter.offer(plan, view)
     assert outcome.outcome == "stale" and "uid 3 planned for" in outcome.message
     assert fake.weights[1] == {2: 65535, 3: 7282}
+
+
+def _plan_paying_the_miner(view, wallets) -> WeightPlan:
+    return build_plan([_leader(wallets["miner"].hotkey.ss58_address)], view, SETTINGS)
+
+
+def test_without_a_quorum_the_last_weights_are_sent_again_before_the_activity_cutoff(
+        setup, fake, wallets, caplog):
+    # tempo 100 x 5.000: the chain counts a validator inactive 500 blocks after LastUpdate
+    view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
+    assert view._client.activity_cutoff() == fake.activity_cutoff() == 500
+    fake.block = 1050
+    assert setter.offer(_plan_paying_the_miner(view, wallets), view).outcome == "set"
+    stored = dict(fake.weights[1])
+    fake.block = 1300  # half the cutoff since LastUpdate 1050: not yet
+    view.refresh(force=True)
+    assert setter.keep_active(view) is None and len(fake.extrinsics) == 1
+    fake.block = 1301
+    view.refresh(force=True)
+    with caplog.at_level(logging.INFO, logger="prism.weights"):
+        outcome = setter.keep_active(view)
+    assert (outcome.outcome, outcome.block) == ("set", 1301)
+    assert [r.getMessage() for r in caplog.records][0] == (
+        "weights: no quorum; re-sending the weights last set (block 1050): 251 blocks have "
+        "passed of the 500 after which the chain counts this validator inactive (no dividends)")
+    assert fake.weights[1] == stored and fake.neurons[1].last_update == 1301
+    fake.block = 1700  # the epoch at 1608 counts a LastUpdate of 1050 inactive, 1301 not
+    view.refresh(force=True)
+    assert view.neuron(wallets["validator"].hotkey.ss58_address).active
+    assert fake.active(1608) == [False, True, False, False]
+
+
+def test_a_resend_never_pays_a_uid_that_changed_hands(setup, fake, wallets):
+    view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
+    fake.block = 1050
+    assert setter.offer(_plan_paying_the_miner(view, wallets), view).outcome == "set"
+    fake.neurons[2] = Neuron("5newcomer")  # the miner's uid 2 went to a newcomer
+    fake.block = 1400
+    view.refresh(force=True)
+    outcome = setter.keep_active(view)
+    assert outcome.outcome == "stale" and "uid 2 planned for" in outcome.message
+    assert len(fake.extrinsics) == 1 and fake.neurons[1].last_update == 1050
+
+
+def test_no_resend_without_weights_sent_since_start_but_one_warning(setup, fake, caplog):
+    view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
+    fake.block = 1300  # LastUpdate 950 (before this node started): past half the cutoff
+    view.refresh(force=True)
+    with caplog.at_level(logging.WARNING, logger="prism.weights"):
+        assert setter.keep_active(view) is None and setter.keep_active(view) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"weights: no quorum, and this node has sent no weights since it started: the chain "
+        f"counts {fake.neurons[1].hotkey} inactive (no dividends) at block 1451 unless "
+        "weights are set (prism weights --set)"]
+    assert fake.extrinsics == []
