@@ -38,7 +38,9 @@ as bittensor's generated `Call` (module, function, params).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ipaddress
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +146,13 @@ class FakeSubstrate:
     dropped: list[tuple[str, int, str]] = field(default_factory=list)
     owner_hotkey: str = "owner"  # SubnetOwnerHotkey: exempt from the permit and stake checks
     reorgs: int = 0
+    # Connections (`FakeConnection`): each made, sockets opened over an open one (leaked),
+    # seconds a connect takes, and reads of the head block held until `hold` is set.
+    connections: list[FakeConnection] = field(default_factory=list)
+    leaked: int = 0
+    connect_delay: float = 0.0
+    hold: threading.Event | None = None
+    holding: int = 0  # reads waiting on `hold`
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": True,
@@ -192,6 +201,11 @@ class FakeSubstrate:
 
     async def block_number(self) -> int:
         self._check_up()
+        if self.hold is not None:
+            self.holding += 1
+            while not self.hold.is_set():
+                await asyncio.sleep(0.005)
+            self.holding -= 1
         return self.block
 
     async def finalized_block_number(self) -> int:
@@ -528,6 +542,48 @@ class FakeSubstrate:
             reg = {"deposit": 0, "block": self.block, "info": {"fields": fields}}
             self.commitments[sent.signer] = reg
             self.commit_log.append((self.block, sent.signer, reg))
+
+
+class FakeConnection:
+    """One websocket to the fake chain (what a `bittensor.Subtensor` connects), for tests
+    that need connections told apart: `FakeConnection(fake)` as the `substrate` of each new
+    Subtensor. A call on a closed connection fails like a dropped socket, and so does a call
+    in flight when its connection was closed under it (its answer is lost); connecting it
+    again while it is open opens a second socket that nothing closes (`leaked`)."""
+
+    def __init__(self, chain: FakeSubstrate) -> None:
+        self._chain = chain
+        self.opened = 0
+        self.closed = False
+        chain.connections.append(self)
+
+    async def connect(self) -> None:
+        if self.opened and not self.closed:
+            self._chain.leaked += 1
+        self.opened += 1
+        await asyncio.sleep(self._chain.connect_delay)
+        await self._chain.connect()
+
+    async def close(self) -> None:
+        self.closed = True
+        await self._chain.close()
+
+    def _usable(self, what: str) -> None:
+        if self.closed:
+            raise RpcConnectionError(f"{what}: the connection was closed")
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._chain, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args, **kwargs):
+            self._usable(name)
+            answer = await attr(*args, **kwargs)
+            self._usable(name)  # closed while the call was in flight
+            return answer
+
+        return call
 
 
 def valid_ip_address(ip_type: int, addr: int, *, allow_zero: bool) -> bool:

@@ -67,7 +67,15 @@ class ServingRules:
 
 
 class ChainClient:
-    """One subnet on one network. Thread-safe; calls run one at a time on its own loop."""
+    """One subnet on one network. Thread-safe: calls from any thread run on its own loop,
+    concurrently, over one shared connection.
+
+    The connection is replaced after a call that timed out or lost it (`_reconnect`), from
+    whichever thread saw the failure, while other threads' calls may be in flight on it.
+    So one lock guards which connection is current: a connection is opened by one call at a
+    time (concurrent first calls share it instead of each opening a socket), a connection
+    opened before a reconnect is closed instead of being put back in use, and a replaced
+    connection is closed only once the calls still running on it have finished."""
 
     def __init__(
         self,
@@ -83,10 +91,15 @@ class ChainClient:
         self.timeout_s = timeout_s
         self.period_blocks = period_blocks
         self._seam = substrate
+        self._lock = threading.Lock()  # guards the fields below, never held across an await
+        self._generation = 0  # bumped by every reconnect
         self._subtensor = bittensor.Subtensor(network, substrate=substrate)
-        self._client: bittensor.Client | None = None
+        self._client: bittensor.Client | None = None  # this generation's open connection
+        self._users: dict[int, int] = {}  # generation -> calls running on its connection
+        self._retired: dict[int, bittensor.Client] = {}  # replaced, closed once unused
         self._closed = False
-        self._closing: list = []  # old connections being closed on the loop (_reconnect)
+        self._closing: list = []  # old connections being closed on the loop
+        self._opening = asyncio.Lock()  # one connect at a time (used on the loop only)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="chain",
                                          daemon=True)
@@ -102,11 +115,14 @@ class ChainClient:
         (`transient`). A named refusal of a write stays a `ChainError`."""
         if self._closed:
             raise ChainUnavailable(f"{what}: this chain client is closed")
+        used: list[int] = []  # the generation of the connection this call ran on
 
         async def go() -> T:
-            if self._client is None:
-                self._client = await self._subtensor
-            return await call(self._client)
+            generation, client = await self._acquire(used)
+            try:
+                return await call(client)
+            finally:
+                self._release(generation)
 
         future = asyncio.run_coroutine_threadsafe(
             asyncio.wait_for(go(), self.timeout_s), self._loop)
@@ -114,50 +130,109 @@ class ChainClient:
             return future.result(self.timeout_s + 5)
         except (TimeoutError, FutureTimeout):
             future.cancel()
-            self._reconnect()
+            self._reconnect(*used)
             raise ChainUnavailable(
                 f"{what}: {self.network} did not answer within {self.timeout_s:g} s") from None
         except (bittensor.RpcConnectionError, OSError) as exc:
-            self._reconnect()
+            self._reconnect(*used)
             raise ChainUnavailable(f"{what}: cannot reach {self.network}: {exc}") from None
         except bittensor.ChainError as exc:
             if write and not transient(exc):
                 raise
-            self._reconnect()
+            self._reconnect(*used)
             raise ChainUnavailable(f"{what}: {self.network} failed: {exc}") from None
 
-    def _reconnect(self) -> None:
+    async def _acquire(self, used: list[int]) -> tuple[int, bittensor.Client]:
+        """The current connection, opened first if needed, counted as in use by one more
+        call (`_release` gives it back). `used` gets its generation."""
+        while True:
+            with self._lock:
+                generation, client = self._generation, self._client
+                if client is not None:
+                    self._users[generation] = self._users.get(generation, 0) + 1
+                    used[:] = [generation]
+                    return generation, client
+                subtensor = self._subtensor
+            used[:] = [generation]
+            async with self._opening:
+                with self._lock:
+                    if self._client is not None or self._generation != generation:
+                        continue  # opened, or replaced, while this call waited its turn
+                try:
+                    client = await subtensor
+                except BaseException:  # a failed or cancelled connect: start afresh
+                    self._reconnect(generation)
+                    raise
+                with self._lock:
+                    current = self._generation == generation
+                    if current:
+                        self._client = client
+                if not current:  # a reconnect came while it was opening: never use it
+                    self._close_later(client)
+
+    def _release(self, generation: int) -> None:
+        with self._lock:
+            left = self._users.get(generation, 1) - 1
+            if left:
+                self._users[generation] = left
+                return
+            self._users.pop(generation, None)
+            retired = self._retired.pop(generation, None)
+        if retired is not None:
+            self._close_later(retired)
+
+    def _reconnect(self, generation: int | None = None) -> None:
         """Drop the connection after a call timed out or lost it; the next call opens a new
         one. A cancelled submit skips the library's own clean-up, so the old connection's
         nonce cache still holds the nonce it signed with while the chain never saw it:
-        every later write would be a future transaction that never lands."""
-        old, self._client = self._client, None
-        self._subtensor = bittensor.Subtensor(self.network, substrate=self._seam)
+        every later write would be a future transaction that never lands. `generation`:
+        the connection the failed call ran on; when it was already replaced, nothing is
+        dropped (another thread's failure came first). The old connection is closed once
+        the calls still running on it have finished."""
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                return
+            old, self._client = self._client, None
+            retiring = self._generation
+            self._generation += 1
+            self._subtensor = bittensor.Subtensor(self.network, substrate=self._seam)
+            if old is not None and self._users.get(retiring):
+                self._retired[retiring] = old
+                return
         if old is not None:
-            async def close_old() -> None:
-                try:
-                    await asyncio.wait_for(old.close(), self.timeout_s)
-                except Exception:  # noqa: BLE001 - a dead connection may fail to close
-                    pass
+            self._close_later(old)
 
-            self._closing = [f for f in self._closing if not f.done()]
-            self._closing.append(asyncio.run_coroutine_threadsafe(close_old(), self._loop))
+    def _close_later(self, client: bittensor.Client) -> None:
+        """Close `client` on the loop (from any thread); `close` waits for it."""
+        async def close_old() -> None:
+            try:
+                await asyncio.wait_for(client.close(), self.timeout_s)
+            except Exception:  # noqa: BLE001 - a dead connection may fail to close
+                pass
+
+        pending = asyncio.run_coroutine_threadsafe(close_old(), self._loop)
+        with self._lock:
+            self._closing = [f for f in self._closing if not f.done()] + [pending]
 
     def close(self) -> None:
-        """Close the connection and stop the loop thread (idempotent)."""
-        if self._closed:
-            return
-        if self._client is not None:
+        """Close every connection and stop the loop thread (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            open_now = [self._client, *self._retired.values()]
+            self._client = None
+            self._retired.clear()
+        for client in open_now:
+            if client is not None:
+                self._close_later(client)
+        with self._lock:
+            pending = list(self._closing)
+        for future in pending:  # let the connections finish closing on the loop
             try:
-                self._run("close", lambda client: client.close())
-            except (ChainUnavailable, bittensor.BittensorError):
-                pass
-        for pending in self._closing:  # let old connections finish closing on the loop
-            try:
-                pending.result(self.timeout_s + 1)
+                future.result(self.timeout_s + 1)
             except Exception:  # noqa: BLE001 - closing a dead connection may fail or hang
                 pass
-        self._closed = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
