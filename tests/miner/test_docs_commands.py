@@ -62,6 +62,20 @@ def test_guide_check_and_eval_run_as_written(guide_run):
     assert replay.snapshots.compared > 0 and replay.snapshots.mismatched == 0
 
 
+def test_guide_says_how_a_new_shell_gets_the_prism_command():
+    """`prism` is a script of the project's virtual environment: the guide names the make
+    target that creates it and the activation a new shell needs, before its first command."""
+    text = GUIDE.read_text()
+    first = text.index("prism prepare-data --source demo")
+    setup = text[text.index("## The local loop"):first]
+    assert "make setup" in setup and "source .venv/bin/activate" in setup
+    assert "(or call .venv/bin/prism)" in setup
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^VENV\s+\?= \.venv$", makefile, flags=re.M)
+    assert re.search(r"^setup: ", makefile, flags=re.M)
+    assert 'prism = "prism_challenge.cli.app:main"' in (ROOT / "pyproject.toml").read_text()
+
+
 def test_guide_example_table_matches_the_examples():
     rows = re.findall(r"^\| `(\w+)` \|.*\| (`[^|]*`) \|$", GUIDE.read_text(), flags=re.M)
     assert {name for name, _ in rows} == {p.name for p in EXAMPLES.iterdir() if p.is_dir()}
