@@ -215,3 +215,19 @@ def test_telemetry_floods_are_bounded_inside_the_sandbox(run):
     assert 0 < len(record.telemetry) <= 1000
     assert len(keys) <= 16 and all(len(k) <= 48 for k in keys)
     assert all(p.values.get("nan") is None for p in record.telemetry)
+
+
+def test_a_crash_deep_inside_torch_still_names_the_bundles_line(run):
+    """A shape error raised four torch frames below the model's own call: the crash's
+    detail keeps the innermost frame of the bundle, so the miner is told which line of
+    architecture.py led to it (the last frames alone are torch's)."""
+    files = bundle("tiny")
+    files["architecture.py"] = files["architecture.py"].replace(
+        b"        return self.head(torch.tanh(x.transpose(1, 2)))",
+        b"        deep = nn.Sequential(nn.Sequential(nn.Sequential(nn.Linear(3, 4))))\n"
+        b"        deep(torch.zeros(2, 5))\n"
+        b"        return self.head(torch.tanh(x.transpose(1, 2)))")
+    record = run(files)
+    assert record.exit_reason == "crash"
+    assert 'File "/submission/architecture.py", line 19, in forward' in record.exit_detail
+    assert "mat1 and mat2 shapes cannot be multiplied" in record.exit_detail

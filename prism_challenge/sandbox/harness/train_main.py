@@ -25,9 +25,15 @@ def _env(name: str) -> str:
     return value
 
 
-def _summary(exc: BaseException) -> str:
+def _summary(exc: BaseException, submission: Path) -> str:
+    """The end of a crash's traceback (its last frames and the exception), led by the
+    innermost frame of the bundle's own code when that is not among them: an error raised
+    deep inside torch would otherwise name no line the miner wrote."""
     lines = traceback.format_exception(exc)
-    return "".join(lines[-6:])[-2000:]
+    tail = lines[-6:]
+    own = [ln for ln in lines[:-6] if f'File "{submission}/' in ln]
+    head = own[-1] if own else ""
+    return head + "".join(tail)[-(2000 - len(head)):]
 
 
 def main() -> int:
@@ -136,7 +142,7 @@ def main() -> int:
     except ContractError as exc:
         status = {"status": "contract", "detail": str(exc)}
     except Exception as exc:  # the miner's code failed; the run is still recorded
-        status = {"status": "crash", "detail": _summary(exc)}
+        status = {"status": "crash", "detail": _summary(exc, submission)}
     if channel.broken:  # a contract break the miner's code caught and went on from
         status = {"status": "contract", "detail": channel.broken}
     observed["optimizers"] = watch.optimizers()
