@@ -87,15 +87,20 @@ def test_a_validator_whose_peers_are_all_unreachable_ranks_nothing_and_says_so(
     assert plan_of(b).leader is None  # the plan served would burn; the epoch offers none:
     offered = []
 
+    kept_active = []
+
     class Recorder:  # the chain's seam: what the epoch would send
         def offer(self, plan, metagraph):
             offered.append(plan)
+
+        def keep_active(self, metagraph):  # without a quorum: the last weights, if due
+            kept_active.append(metagraph)
 
     live = b.settings.model_copy(update={"weights": b.settings.weights.model_copy(
         update={"dry_run": False})})
     status = AgreementStatus()
     run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=b.hotkey, agreement=status)
-    assert offered == []
+    assert offered == [] and len(kept_active) == 1
     assert status.electorate == (1, 1 / 3)  # the /metrics gauges: b alone, a third
     run_epoch(live, b.store, b.metagraph, None, Recorder(), hotkey=None)  # own ranking
     assert [p.leader.hotkey for p in offered] == [m1]
