@@ -111,16 +111,18 @@ def row_nats(plan: HeldOutPlan, answers) -> np.ndarray:
 
 def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
                  rng: np.random.Generator, label: object = None) -> Task:
-    """One more task shaped like `plan.tasks`' (`batch_rows` rows, each cut after one of its
-    positions) whose rows come from different plan tasks: each place of the batch holds the
-    row that had that place in a task drawn at random, cut at one of its positions drawn at
-    random. Every row is answered again at its own place in a batch of the same shape, beside
-    rows it was not scored beside (a plan's tasks hold at most half its rows, so there are
+    """One more task shaped like `plan.tasks`' (`batch_rows` rows, each cut after its position
+    of one cut index, drawn at random) whose rows come from different plan tasks: each place
+    of the batch holds the row that had that place in a task drawn at random. Every row is
+    answered again at its own place in a batch of the same shape, beside rows it was not
+    scored beside (a plan's tasks hold at most half its rows, so there are
     always two tasks to draw from). A model answers a row from that row alone, so each
     answer equals the one it gave before, with the arithmetic it had (same place, same
     shape); a model that pools what the rows of its batch hold (learning from the held-out
     text it is shown, within one forward) answers differently. Nothing marks it apart from
-    a plan task: real rows only, as many as a full one. Served after all of the model's plan
+    a plan task: real rows only, as many as a full one, all at one cut index (rows at
+    mixed cut indices would spread their cut lengths more widely than any plan task's,
+    which a model could measure). Served after all of the model's plan
     tasks, so it shows no text that was not already scored. Its tag is (model, RECHECK,
     label, rows, cuts)."""
     n = len(plan.rows)
@@ -131,7 +133,7 @@ def recheck_task(plan: HeldOutPlan, model: str, batch: int, separator_id: int,
         drawn[0] = (drawn[0] + 1 + rng.integers(0, tasks[0] - 1)) % tasks[0]
     idx = drawn * b + np.arange(b)
     n_cuts = plan.positions.shape[1]
-    cuts = rng.integers(0, n_cuts, size=b)
+    cuts = np.full(b, rng.integers(0, n_cuts))
     pos = plan.positions[idx, cuts]
     local = np.arange(b)
     return Task("logits", model, cut_rows(plan.rows[idx, :-1], local, pos, separator_id),

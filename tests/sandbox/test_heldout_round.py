@@ -103,7 +103,8 @@ def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_pa
 def test_a_recheck_keeps_each_rows_place_and_shape_and_mixes_tasks(n):
     """Every plan task of a cut has one shape (the last topped up with filler rows); the
     recheck's row at each place is a row that had that place in some task, never all from
-    one task, so only the contents beside a row change."""
+    one task, all at one cut index like a plan task, so only the contents beside a row
+    change."""
     from prism_challenge.sandbox.heldout import HeldOutPlan, recheck_task
 
     rows = np.arange(n * 9).reshape(n, 9) % 50 + 1
@@ -117,6 +118,7 @@ def test_a_recheck_keeps_each_rows_place_and_shape_and_mixes_tasks(n):
         idx = task.tag[3]
         assert task.inputs.shape == (b, 8) and task.select_rows == list(range(b))
         assert (idx % b == np.arange(b)).all() and (idx < n).all()
+        assert len(set(task.tag[4].tolist())) == 1  # one cut index, as in a plan task
         assert len(set((idx // b).tolist())) >= 2
         assert (task.inputs[:, 0] == rows[idx, 0]).all()
 
