@@ -105,14 +105,16 @@ def test_a_wrapped_module_and_every_matmul_setting_are_put_back(shared):
     settings reachable through `matmul` include the new precision API, whose setting
     torch refuses to read back mixed with the legacy one."""
     matmul = torch.backends.cuda.matmul
+    names = ("allow_fp16_accumulation", "allow_tf32", "fp32_precision")
+    before = [getattr(matmul, n) for n in names] + [torch.get_float32_matmul_precision()]
     torch.backends.cudnn.is_available.prism_memo = {"seen": [1]}
     matmul.allow_fp16_accumulation = not matmul.allow_fp16_accumulation
-    matmul.allow_tf32 = True
-    matmul.fp32_precision = "tf32"
+    matmul.allow_tf32 = not matmul.allow_tf32
+    matmul.fp32_precision = "tf32" if matmul.fp32_precision != "tf32" else "ieee"
+    assert matmul.fp32_precision != before[2]
     shared.restore()
     assert not hasattr(torch.backends.cudnn.is_available, "prism_memo")
-    assert matmul.allow_fp16_accumulation is False and matmul.allow_tf32 is False
-    assert matmul.fp32_precision == "none" and torch.get_float32_matmul_precision() == "highest"
+    assert [getattr(matmul, n) for n in names] + [torch.get_float32_matmul_precision()] == before
 
 
 def _public_names(obj) -> list:
