@@ -22,14 +22,16 @@ runs then, and a commit that fails one is dropped silently, as the chain does (`
 records why; the chain only logs it). The fake reads a commit's plaintext from what the
 library sealed (see `_keep_timelocked_plaintext`), standing in for the drand pulse. Each
 epoch counts a neuron whose LastUpdate is more than the activity cutoff
-(ActivityCutoffFactorMilli x Tempo / 1000 blocks) behind inactive (`active`; the metagraph's
-`active` is the last epoch's mask). A ServeAxon from an unregistered hotkey, of an address
-`is_valid_ip_address` refuses (InvalidIpAddress: 127.0.0.1, 255.255.255.255, ::1,
-ffff:...:ffff), inside the serving rate limit, or to port 0 is refused, in the pallet's
-order; so is a commitment from an unregistered hotkey, with too many fields, or over the
-hotkey's space quota for the current epoch (each commitment counts at least 100 bytes).
-Blocks have a finalized head `finality_lag` blocks behind the best one, reads at a block see
-that block's commitments, and `reorg()` replaces the best blocks after the finalized head.
+(ActivityCutoffFactorMilli x Tempo / 1000 blocks, or the absolute ActivityCutoff on an older
+runtime without that item: `absent` names the items a runtime lacks) behind inactive
+(`active`; the metagraph's `active` is the last epoch's mask). A ServeAxon from an
+unregistered hotkey, of an address `is_valid_ip_address` refuses (InvalidIpAddress:
+127.0.0.1, 255.255.255.255, ::1, ffff:...:ffff), inside the serving rate limit, or to port 0
+is refused, in the pallet's order; so is a commitment from an unregistered hotkey, with too
+many fields, or over the hotkey's space quota for the current epoch (each commitment counts
+at least 100 bytes). Blocks have a finalized head `finality_lag` blocks behind the best one,
+reads at a block see that block's commitments, and `reorg()` replaces the best blocks after
+the finalized head.
 
 What it cannot check is the SCALE encoding against live metadata: `compose` keeps the call
 as bittensor's generated `Call` (module, function, params).
@@ -46,6 +48,7 @@ from typing import Any
 
 import bittensor_core
 from bittensor import Balance, ExtrinsicResult, RpcConnectionError
+from bittensor._transport.errors import StorageFunctionNotFound
 
 # What the library sealed in each timelocked commit, by ciphertext: (uids, values, version key).
 SEALED: dict[bytes, tuple[list[int], list[int], int]] = {}
@@ -153,6 +156,9 @@ class FakeSubstrate:
     connect_delay: float = 0.0
     hold: threading.Event | None = None
     holding: int = 0  # reads waiting on `hold`
+    # Storage items this runtime lacks (an older runtime): reading one fails before any
+    # request, as bittensor's codec does for an item missing from the runtime's metadata.
+    absent: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         defaults = {"WeightsSetRateLimit": 100, "CommitRevealWeightsEnabled": True,
@@ -160,7 +166,8 @@ class FakeSubstrate:
                     "MaxWeightsLimit": 65535, "SubnetEpochConsensus": "Yuma", "Tempo": 360,
                     "RevealPeriodEpochs": 1, "LastEpochBlock": 900, "PendingEpochAt": 0,
                     "SubnetEpochIndex": 3, "BlocksSinceLastStep": 100, "StakeThreshold": 0,
-                    "ActivityCutoffFactorMilli": 13_889}  # 5000 blocks at tempo 360
+                    "ActivityCutoffFactorMilli": 13_889,  # 5000 blocks at tempo 360
+                    "ActivityCutoff": 5000}  # the legacy item: what an older runtime reads
         self.hyper = {**defaults, **self.hyper}
         _keep_timelocked_plaintext()
         self._ready = True
@@ -253,7 +260,10 @@ class FakeSubstrate:
 
     def activity_cutoff(self) -> int:
         """`get_activity_cutoff_blocks`: ActivityCutoffFactorMilli x Tempo / 1000 blocks, at
-        least 1 (the legacy ActivityCutoff item is no longer read)."""
+        least 1 (the legacy ActivityCutoff item is no longer read). A runtime from before the
+        factor (`absent` has it) reads the absolute ActivityCutoff (`get_activity_cutoff`)."""
+        if "ActivityCutoffFactorMilli" in self.absent:
+            return self.hyper["ActivityCutoff"]
         return max(1, self.hyper["ActivityCutoffFactorMilli"] * self.hyper["Tempo"] // 1000)
 
     def epoch_start(self, block: int) -> int:
@@ -272,8 +282,13 @@ class FakeSubstrate:
     async def block_time(self) -> float:
         return 0.01
 
+    def _in_runtime(self, storage_function: str) -> None:
+        if storage_function in self.absent:
+            raise StorageFunctionNotFound(f"storage function {storage_function} not found")
+
     async def query(self, module, storage_function, params=None, block_hash=None):
         self._check_up()
+        self._in_runtime(storage_function)
         self.reads.append((module, storage_function))
         params = list(params or [])
         if module == "SubtensorModule" and storage_function in self.hyper:

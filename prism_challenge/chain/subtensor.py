@@ -282,14 +282,23 @@ class ChainClient:
     def activity_cutoff(self) -> int:
         """Blocks after a validator's LastUpdate past which the subnet's epoch counts it
         inactive: its stake leaves consensus and it earns no dividends. The chain derives it
-        as ActivityCutoffFactorMilli x Tempo / 1000, at least 1 (`get_activity_cutoff_blocks`;
-        the older ActivityCutoff item is no longer read)."""
+        as ActivityCutoffFactorMilli x Tempo / 1000, at least 1 (`get_activity_cutoff_blocks`).
+        A runtime from before that item has no ActivityCutoffFactorMilli in its metadata
+        (bittensor raises StorageFunctionNotFound, a ValueError, before sending the read); its
+        epoch reads the absolute ActivityCutoff (`get_activity_cutoff`), and so does this."""
         async def read(client: bittensor.Client) -> int:
             view = await client.at()
             module = bittensor.storage.SubtensorModule
-            factor, tempo = await asyncio.gather(
-                view.query(module.ActivityCutoffFactorMilli, [self.netuid]),
-                view.query(module.Tempo, [self.netuid]))
+            try:
+                factor = await view.query(module.ActivityCutoffFactorMilli, [self.netuid])
+            except ValueError:  # not in this runtime
+                try:
+                    return int(await view.query(module.ActivityCutoff, [self.netuid]) or 0)
+                except ValueError as exc:
+                    raise ChainUnavailable(f"activity cutoff: this runtime has neither "
+                                           f"ActivityCutoffFactorMilli nor ActivityCutoff "
+                                           f"({exc})") from None
+            tempo = await view.query(module.Tempo, [self.netuid])
             return max(1, int(factor or 0) * int(tempo or 360) // 1000)
 
         return self._run("activity cutoff", read)

@@ -164,7 +164,7 @@ def test_every_bittensor_name_the_adapter_uses_exists_in_the_installed_package()
         assert hasattr(bittensor, name), name
     assert hasattr(bittensor.calls.Commitments, "set_commitment")
     for item in ("WeightsVersionKey", "ServingRateLimit", "Axons", "MaxWeightsLimit",
-                 "MinAllowedWeights", "Tempo", "ActivityCutoffFactorMilli"):
+                 "MinAllowedWeights", "Tempo", "ActivityCutoffFactorMilli", "ActivityCutoff"):
         assert hasattr(bittensor.storage.SubtensorModule, item)
     namespaces = bittensor.Client("local")
     assert callable(namespaces.subnets.metagraph) and callable(namespaces.subnets.commitments)

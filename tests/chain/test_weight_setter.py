@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from prism_challenge.chain.metagraph import LiveMetagraph
 from prism_challenge.chain.status import ChainStatus
+from prism_challenge.chain.subtensor import ChainUnavailable
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry
 from prism_challenge.scoring.version import version_key
@@ -307,6 +308,29 @@ def test_without_a_quorum_the_last_weights_are_sent_again_before_the_activity_cu
     view.refresh(force=True)
     assert view.neuron(wallets["validator"].hotkey.ss58_address).active
     assert fake.active(1608) == [False, True, False, False]
+
+
+def test_on_a_runtime_without_the_cutoff_factor_the_absolute_activity_cutoff_is_read(
+        setup, fake, wallets):
+    # A runtime from before ActivityCutoffFactorMilli: the item is not in its metadata (the
+    # read fails before any request), and its epoch reads ActivityCutoff, in blocks.
+    view, setter, _, _ = setup()
+    fake.absent.add("ActivityCutoffFactorMilli")
+    fake.hyper["ActivityCutoff"] = 300
+    assert view._client.activity_cutoff() == fake.activity_cutoff() == 300
+    fake.block = 1050
+    assert setter.offer(_plan_paying_the_miner(view, wallets), view).outcome == "set"
+    fake.block = 1200  # half the cutoff since LastUpdate 1050: not yet
+    view.refresh(force=True)
+    assert setter.keep_active(view) is None and len(fake.extrinsics) == 1
+    fake.block = 1201
+    view.refresh(force=True)
+    outcome = setter.keep_active(view)
+    assert (outcome.outcome, outcome.block) == ("set", 1201)
+    fake.absent.add("ActivityCutoff")  # neither item: unavailable, not a crash of the epoch
+    with pytest.raises(ChainUnavailable, match="neither ActivityCutoffFactorMilli nor"):
+        view._client.activity_cutoff()
+    assert setter.keep_active(view) is None
 
 
 def test_a_resend_never_pays_a_uid_that_changed_hands(setup, fake, wallets):
