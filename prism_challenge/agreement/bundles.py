@@ -17,6 +17,9 @@ committed it earlier takes the row over, as its own upload would), the peer loop
    timeout, so a peer that serves it promptly is the only one asked; once the request
    failed, or is still going by then, another peer is asked too. So however many peers
    drip bundles, the bundles of a round come from the others within about one timeout.
+   Once one peer gave a bundle, the requests for it still going on are given up (closed,
+   not waited for): the round does not wait out a peer dripping it, and that peer is
+   charged the time until then only, its share of the round not spent.
    Each request ends `timeout_s` after it began, and a peer is asked only while its share
    of the peer loop's round lasts (fetch.RoundBudget): one whose request ran out of time
    is asked nothing more that round;
@@ -55,6 +58,7 @@ from sqlalchemy import select
 from prism_challenge.agreement.equivocation import excluded
 from prism_challenge.agreement.fetch import (
     PEER_ROUND_TIMEOUTS,
+    NotNeeded,
     PeerRefused,
     PeerTooSlow,
     PeerUnreachable,
@@ -264,7 +268,7 @@ class BundleFetcher:
                 return
             wire = None
             try:
-                wire = self._get(peer, digest, budget, deadline)
+                wire = self._get(peer, digest, budget, deadline, asking)
             finally:
                 asking.answered(digest, wire)
 
@@ -300,11 +304,18 @@ class BundleFetcher:
                  "never reached this validator)", digest[:16], miner)
         return 1
 
-    def _get(self, peer: Peer, digest: str, budget: RoundBudget, deadline: float
-             ) -> bytes | None:
+    def _get(self, peer: Peer, digest: str, budget: RoundBudget, deadline: float,
+             asking: _Asking) -> bytes | None:
         """The bytes `peer` serves for `digest` when their sha256 is that digest, whole by
         `timeout_s` after the request began and by `deadline` (the end of the peer's share
-        of the round), at most the upload's `max_body_bytes`; None otherwise."""
+        of the round), at most the upload's `max_body_bytes`; None otherwise. The request
+        is given up as soon as another peer gave the bundle (`asking.got`): the round does
+        not wait for it, and the peer is charged only the time until then (its share of
+        the round is not spent, as it would be by a request that ran out of time)."""
+
+        def needed() -> bool:
+            return digest not in asking.got
+
         path = f"{BUNDLES_PATH}/{digest}"
         where = f"{peer.url}{path}"
         end = min(time.monotonic() + self.timeout_s, deadline)
@@ -320,12 +331,16 @@ class BundleFetcher:
                     return read_within(response, deadline=end,
                                        max_bytes=self.policy.max_body_bytes,
                                        oversized=lambda: PeerRefused("oversized", where),
-                                       where=where)
+                                       where=where, needed=needed)
             except httpx.HTTPError:
                 return None
 
         try:
-            wire = within(end, request, where)
+            wire = within(end, request, where, changed=asking.changed, needed=needed)
+        except NotNeeded:
+            log.debug("agreement: bundle %s asked of %s came from another peer first; "
+                      "its request was given up", digest[:16], peer.hotkey)
+            return None
         except PeerTooSlow as exc:
             budget.exhaust(peer.hotkey)
             log.info("agreement: peer %s gave no bundle in time (%s); not asked again this "

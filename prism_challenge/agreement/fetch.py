@@ -43,6 +43,12 @@ class PeerTooSlow(PeerUnreachable):
     what is left of the peer's share of the round): it is not asked again that round."""
 
 
+class NotNeeded(Exception):
+    """The answer was no longer needed before it was complete (another peer gave the
+    same bytes): the request was given up, not the peer's fault, nothing charged to it but
+    the time it took."""
+
+
 class PeerRefused(Exception):
     """The peer answered with something this node will not store."""
 
@@ -112,16 +118,22 @@ def ask_at_once(peers: Sequence[P], ask: Callable[[P], T]) -> list[T]:
         return list(pool.map(ask, peers))
 
 
-def within(deadline: float, work: Callable[[], T], where: str) -> T:
+def within(deadline: float, work: Callable[[], T], where: str, *,
+           changed: threading.Condition | None = None,
+           needed: Callable[[], bool] | None = None) -> T:
     """`work()` (one request to a peer), waited for until `deadline` (`time.monotonic()`)
     and no longer: raises PeerTooSlow then. It runs in a thread of its own, so a read that
     blocks past the deadline does not hold the caller; that thread ends by itself soon
     after (`read_within` stops at the first chunk past the deadline, and no wait for the
-    peer was given more than the time left when the request began)."""
+    peer was given more than the time left when the request began).
+
+    `needed` (read under `changed`, which whoever makes it false notifies): the wait also
+    ends, raising NotNeeded, once the answer is no longer needed (another peer gave it);
+    `work` should then stop reading too (`read_within`'s `needed`)."""
     if deadline <= time.monotonic():
         raise PeerTooSlow(f"{where}: no time left this round")
+    changed = changed or threading.Condition()
     box: dict[str, object] = {}
-    done = threading.Event()
 
     def run() -> None:
         try:
@@ -129,25 +141,38 @@ def within(deadline: float, work: Callable[[], T], where: str) -> T:
         except BaseException as exc:  # handed to the caller, or dropped once it gave up
             box["error"] = exc
         finally:
-            done.set()
+            with changed:
+                box["done"] = True
+                changed.notify_all()
+
+    def over() -> bool:
+        return "done" in box or (needed is not None and not needed())
 
     threading.Thread(target=run, name="prism-peer-request", daemon=True).start()
-    if not done.wait(max(0.0, deadline - time.monotonic())):
-        raise PeerTooSlow(f"{where}: no complete answer by its deadline")
+    with changed:
+        changed.wait_for(over, timeout=max(0.0, deadline - time.monotonic()))
+        if "done" not in box:
+            if needed is not None and not needed():
+                raise NotNeeded(f"{where}: no longer needed")
+            raise PeerTooSlow(f"{where}: no complete answer by its deadline")
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["value"]  # type: ignore[return-value]
 
 
 def read_within(response: httpx.Response, *, deadline: float, max_bytes: int,
-                oversized: Callable[[], Exception], where: str) -> bytes:
+                oversized: Callable[[], Exception], where: str,
+                needed: Callable[[], bool] | None = None) -> bytes:
     """The body, read chunk by chunk: PeerTooSlow once `deadline` has passed, however
-    steadily the bytes come, and `oversized()` past `max_bytes`."""
+    steadily the bytes come, `oversized()` past `max_bytes`, and NotNeeded once `needed()`
+    is false (the request is then closed, so a peer dripping it stops being read)."""
     chunks, size = [], 0
     for chunk in response.iter_bytes():
         if time.monotonic() > deadline:
             raise PeerTooSlow(f"{where}: no complete answer by its deadline ({size} "
                               "bytes had arrived)")
+        if needed is not None and not needed():
+            raise NotNeeded(f"{where}: no longer needed ({size} bytes had arrived)")
         size += len(chunk)
         if size > max_bytes:
             raise oversized()

@@ -20,6 +20,7 @@ from fixture_bundles import bundle as fixture_bundle
 from sqlalchemy import select
 
 from prism_challenge.agreement.bundles import BUNDLES_PATH, BundleFetcher
+from prism_challenge.agreement.fetch import RoundBudget
 from prism_challenge.agreement.peers import Peer
 from prism_challenge.agreement.wire import MEASUREMENTS_PATH, MeasurementRow
 from prism_challenge.api import ApiDeps
@@ -131,25 +132,36 @@ def test_many_peers_dripping_bundles_cost_a_round_about_one_timeout_and_the_hone
         m2, "received", committed.block, y.to_wire())
 
 
-def serving(wire: bytes, delay_s: float, served: list[str], name: str) -> FastAPI:
-    """A peer that answers any bundle request with `wire` after `delay_s`."""
+def serving(wire: bytes, delay_s: float, asked: list[str], name: str) -> FastAPI:
+    """A peer that answers any bundle request with `wire` after `delay_s` (`name` is noted
+    in `asked` when a request arrives: the peer may be given up on before it answers)."""
     app = FastAPI()
 
     @app.get(BUNDLES_PATH + "/{digest}")
     def bundle(digest: str) -> Response:
+        asked.append(name)
         time.sleep(delay_s)
-        served.append(name)
         return Response(wire, media_type="application/octet-stream")
 
     return app
+
+
+def measured_by(node, peers: list[Peer], digest: str, miner: str, block: int) -> None:
+    """Rows of `node`: each of `peers` measured run `digest` of `miner`, in their order."""
+    with node.store.session() as s:
+        for peer in peers:
+            s.add(PeerMeasurement(validator=peer.hotkey, digest=digest, miner_hotkey=miner,
+                                  block=block, bpb=0.99, heldout_delta=0.5, eligible=True,
+                                  measured_at=LONG_AGO, corpus="demo",
+                                  scoring_version=SCORING_VERSION, fetched_at=LONG_AGO))
 
 
 def test_a_bundle_several_peers_serve_is_stored_once_and_other_bytes_are_not_taken_for_it(
         nodes, wallets, live_server, tmp_path):
     """Y's upload missed d. A peer listed first answers at once with another bundle (its
     bytes are not Y's digest: ignored, the others asked); three holders of Y each take
-    longer than a quarter of a timeout, so all three are asked and all serve it: Y is
-    stored once, as the miner's, and counted once."""
+    longer than a quarter of a timeout, so all three are asked (the first to serve it
+    ends the others' requests): Y is stored once, as the miner's, and counted once."""
     d = nodes["b"]
     m2 = wallets["miner2"].hotkey.ss58_address
     ledger = LocalLedger(tmp_path / "ledger.db", d.metagraph)
@@ -162,12 +174,7 @@ def test_a_bundle_several_peers_serve_is_stored_once_and_other_bytes_are_not_tak
                   1.0)] + [
         Peer(f"holder-{i}", live_server(serving(y.to_wire(), 1.5, served, f"holder-{i}")), 1.0)
         for i in range(3)]
-    with d.store.session() as s:
-        for peer in peers:  # each measured Y, the substitutor first
-            s.add(PeerMeasurement(validator=peer.hotkey, digest=y.digest, miner_hotkey=m2,
-                                  block=committed.block, bpb=0.99, heldout_delta=0.5,
-                                  eligible=True, measured_at=LONG_AGO, corpus="demo",
-                                  scoring_version=SCORING_VERSION, fetched_at=LONG_AGO))
+    measured_by(d, peers, y.digest, m2, committed.block)  # the substitutor first
     fetcher = BundleFetcher(d.store, ledger, d.metagraph, d.wallet,
                             policy=IntakePolicy.from_settings(d.settings), settle_s=0.0,
                             timeout_s=TIMEOUT_S)
@@ -187,3 +194,44 @@ def test_a_bundle_several_peers_serve_is_stored_once_and_other_bytes_are_not_tak
             [y.digest, other.digest]))).all()
     assert [(r.digest, r.hotkey, r.status, r.bundle) for r in rows] == [
         (y.digest, m2, "received", y.to_wire())]
+
+
+def test_a_bundle_one_peer_gave_is_no_longer_waited_for_from_a_peer_dripping_it(
+        nodes, wallets, live_server, tmp_path):
+    """Y's upload missed d. The dripper measured Y (so it is asked first) and drips it; the
+    holder is asked too after a quarter of a timeout and serves Y half a second later. The
+    dripper's request is given up then: the round ends with the holder's answer, not at
+    the end of the dripper's request, and the dripper's share of the round is not spent
+    (it was not slow to answer anything still needed)."""
+    d, dripper = nodes["b"], wallets["liar"]
+    m2 = wallets["miner2"].hotkey.ss58_address
+    ledger = LocalLedger(tmp_path / "ledger.db", d.metagraph)
+    y = Bundle(fixture_bundle("tiny"))
+    committed = ledger.commit(wallets["miner2"], commitment_value(m2, y.digest))
+    asked: Counter = Counter()
+    stop = threading.Event()
+    served: list[str] = []
+    timeout_s = 4.0
+    peers = [Peer(dripper.hotkey.ss58_address, live_server(
+                pages_now_bundles_never(dripper, m2, y.digest, asked, stop)), 1.0),
+             Peer("holder", live_server(serving(y.to_wire(), 0.5, served, "holder")), 1.0)]
+    measured_by(d, peers, y.digest, m2, committed.block)  # the dripper first
+    fetcher = BundleFetcher(d.store, ledger, d.metagraph, d.wallet,
+                            policy=IntakePolicy.from_settings(d.settings), settle_s=0.0,
+                            timeout_s=timeout_s)
+    budget = RoundBudget(3 * timeout_s)
+    try:
+        started = time.monotonic()
+        stored = fetcher.round(peers, budget=budget)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        fetcher.close()
+    print(f"bundle round, a dripper and a holder: {took:.2f} s")  # shown with -s
+    assert dict(asked) == {y.digest: 1} and served == ["holder"]
+    assert (stored, fetcher.fetched) == (1, 1)
+    # the holder was asked at 1 s and served by about 1.5 s; before, the round waited for
+    # the dripper's request to run out at 4 s and spent the dripper's share
+    assert took < timeout_s - 1.0, f"the bundle round took {took:.1f} s"
+    assert not budget.spent(dripper.hotkey.ss58_address)
+    assert budget.left[dripper.hotkey.ss58_address] > 3 * timeout_s - (timeout_s - 1.0)
