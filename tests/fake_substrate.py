@@ -5,7 +5,10 @@ reads, decoding, intents and executor over this state: a renamed or removed libr
 fails the tests. The fake models only what PRISM touches: one subnet's neurons (hotkey,
 permit, axon, last weight update), its hyperparameters, the Commitments pallet, and the
 effects of the extrinsics PRISM sends (weights, axon, commitment). Every submitted call is
-recorded in `extrinsics` so tests assert on the exact arguments bittensor composed.
+recorded in `extrinsics` so tests assert on the exact arguments bittensor composed. Weights
+and LastUpdate are read as the chain keys them, by NetUidStorageIndex (mechanism 0's is the
+netuid) and uid, with the empty default for a missing row; `replace` is a newcomer taking a
+uid as `replace_neuron` does it (the chain zeroes every weight on that uid).
 
 It refuses what subtensor refuses, with the pallet's error name, in the pallet's order
 (subnets/weights.rs): weights over the subnet's size, from an unregistered hotkey, under the
@@ -181,6 +184,19 @@ class FakeSubstrate:
     def uid_of(self, hotkey: str) -> int | None:
         return next((i for i, n in enumerate(self.neurons) if n.hotkey == hotkey), None)
 
+    def replace(self, uid: int, hotkey: str) -> None:
+        """A newcomer registers on `uid` (`replace_neuron`, then `clear_neuron`): the uid's
+        own Weights row is removed, every weight on it in the other rows is set to 0, its
+        axon and permit go, and its LastUpdate starts at this block. The subnet owner's
+        hotkey is never replaced (the chain skips it)."""
+        if self.neurons[uid].hotkey == self.owner_hotkey:
+            return
+        self.weights.pop(uid, None)
+        for row in self.weights.values():
+            if uid in row:
+                row[uid] = 0
+        self.neurons[uid] = Neuron(hotkey, last_update=self.block)
+
     def sent(self, function: str) -> list[Sent]:
         return [x for x in self.extrinsics if x.function == function]
 
@@ -296,12 +312,16 @@ class FakeSubstrate:
         if (module, storage_function) == ("SubtensorModule", "Uids"):
             return self.uid_of(params[1])
         if (module, storage_function) == ("SubtensorModule", "LastUpdate"):
-            return [n.last_update for n in self.neurons]
+            # NetUidStorageIndex (mechanism 0's is the netuid); ValueQuery: [] for another
+            return [n.last_update for n in self.neurons] if params[0] == self.netuid else []
         if (module, storage_function) == ("SubtensorModule", "ValidatorPermit"):
             return [n.permit for n in self.neurons]
         if (module, storage_function) == ("SubtensorModule", "SubnetOwnerHotkey"):
             return self.owner_hotkey
         if (module, storage_function) == ("SubtensorModule", "Weights"):
+            # DMAP (NetUidStorageIndex, uid) -> Vec<(u16, u16)>, ValueQuery: [] for no row
+            if params[0] != self.netuid:
+                return []
             return [(u, w) for u, w in self.weights.get(params[1], {}).items()]
         if (module, storage_function) == ("SubtensorModule", "Axons"):
             uid = self.uid_of(params[1])

@@ -33,7 +33,8 @@ again). Every outcome is logged and counted in `ChainStatus`
 
 While no quorum ranks the runs, `keep_active` sends the weights last sent again once half
 the subnet's activity cutoff has passed since this hotkey's LastUpdate, so the chain does
-not count the validator inactive (no dividends) while it waits for its peers.
+not count the validator inactive (no dividends) while it waits for its peers. A node
+restarted since has sent nothing: it re-sends the Weights row the chain holds for its uid.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable, Weigh
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.version import SCORING_VERSION, version_key
 from prism_challenge.weights.conform import WeightsImpossible, as_sent
-from prism_challenge.weights.plan import WeightPlan
+from prism_challenge.weights.plan import PlanRow, WeightPlan
 
 log = logging.getLogger("prism.weights")
 
@@ -128,7 +129,8 @@ class WeightSetter:
         on chain. But the subnet's epoch counts a validator inactive once the activity
         cutoff has passed since its LastUpdate (5000 blocks, about 17 hours, by default):
         its stake leaves consensus and it earns no dividends. So once more than half the
-        cutoff has passed, the weights this setter last sent are offered again, through
+        cutoff has passed, the weights this setter last sent are offered again (a node
+        restarted since has sent none: then the row the chain holds for its uid), through
         every check of `offer` (a row whose hotkey no longer holds its uid is not paid:
         then nothing is sent). None when nothing was due."""
         if metagraph.stale or metagraph.block is None:
@@ -145,18 +147,44 @@ class WeightSetter:
         since = metagraph.block - last
         if since <= cutoff // 2:
             return None
-        if self.last_sent is None:
+        resend, what = self.last_sent, "the weights last set"
+        if resend is None:  # restarted since: what the chain holds for this uid
+            try:
+                resend = self._held_on_chain(neuron.uid, metagraph)
+            except ChainUnavailable:
+                return None  # asked again at the next epoch
+            what = f"the weights the chain holds for uid {neuron.uid}"
+        if resend is None:
             if not self._warned_nothing_to_resend:
-                log.warning("weights: no quorum, and this node has sent no weights since it "
-                            "started: the chain counts %s inactive (no dividends) at block %d "
-                            "unless weights are set (prism weights --set)", hotkey,
-                            last + cutoff + 1)
+                log.warning("weights: no quorum, this node has sent no weights since it "
+                            "started and the chain holds none for uid %d: the chain counts %s "
+                            "inactive (no dividends) at block %d unless weights are set "
+                            "(prism weights --set)", neuron.uid, hotkey, last + cutoff + 1)
                 self._warned_nothing_to_resend = True
             return None
-        log.info("weights: no quorum; re-sending the weights last set (block %d): %d blocks "
-                 "have passed of the %d after which the chain counts this validator inactive "
-                 "(no dividends)", last, since, cutoff)
-        return self.offer(self.last_sent, metagraph)
+        log.info("weights: no quorum; re-sending %s (block %d): %d blocks have passed of the "
+                 "%d after which the chain counts this validator inactive (no dividends)",
+                 what, last, since, cutoff)
+        return self.offer(resend, metagraph)
+
+    def _held_on_chain(self, uid: int, metagraph: LiveMetagraph) -> WeightPlan | None:
+        """The chain's Weights row for this uid (a node restarted holds no vector of its
+        own), as a plan to re-send; None when it holds no non-zero weight. A weight on a uid
+        given to a newcomer since is one the chain already zeroed (clear_neuron): it is left
+        out, so the re-send pays no newcomer; each row names the hotkey holding its uid now,
+        so one that changes hands before the send stops it (`_moved_rows`)."""
+        held = {dest: value for dest, value in sorted(self.client.weights_of(uid).items())
+                if value > 0}
+        if not held:
+            return None
+        holder = {n.uid: n.hotkey for n in metagraph.neurons}
+        total = sum(held.values())
+        rows = [PlanRow(uid=dest, hotkey=holder.get(dest), share=value / total, u16=value,
+                        bpb=None, reasons=[f"held on chain for uid {uid}"])
+                for dest, value in held.items()]
+        return WeightPlan(netuid=self.client.netuid, block=metagraph.block, corpus=None,
+                          dry_run=False, leader=None, uids=list(held),
+                          weights_u16=list(held.values()), rows=rows, excluded=[])
 
     def _offer(self, plan: WeightPlan, metagraph: LiveMetagraph) -> WeightsOutcome:
         if not plan.uids:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 
 import pytest
+from chain_kit import NETUID
 from fake_substrate import Neuron
 from prometheus_client import CollectorRegistry, generate_latest
 
 from prism_challenge.chain.metagraph import LiveMetagraph
 from prism_challenge.chain.status import ChainStatus
-from prism_challenge.chain.subtensor import ChainUnavailable
+from prism_challenge.chain.subtensor import ChainClient, ChainUnavailable
 from prism_challenge.config.settings import Settings
 from prism_challenge.scoring.leaderboard import Entry
 from prism_challenge.scoring.version import version_key
@@ -284,6 +285,15 @@ def _plan_paying_the_miner(view, wallets) -> WeightPlan:
     return build_plan([_leader(wallets["miner"].hotkey.ss58_address)], view, SETTINGS)
 
 
+def _keep_active_at(block, fake, view, setter, caplog):
+    """The epoch at `block`, without a quorum: (keep_active's outcome, what it logged)."""
+    fake.block = block
+    view.refresh(force=True)
+    with caplog.at_level(logging.INFO, logger="prism.weights"):
+        outcome = setter.keep_active(view)
+    return outcome, [r.getMessage() for r in caplog.records]
+
+
 def test_without_a_quorum_the_last_weights_are_sent_again_before_the_activity_cutoff(
         setup, fake, wallets, caplog):
     # tempo 100 x 5.000: the chain counts a validator inactive 500 blocks after LastUpdate
@@ -295,12 +305,9 @@ def test_without_a_quorum_the_last_weights_are_sent_again_before_the_activity_cu
     fake.block = 1300  # half the cutoff since LastUpdate 1050: not yet
     view.refresh(force=True)
     assert setter.keep_active(view) is None and len(fake.extrinsics) == 1
-    fake.block = 1301
-    view.refresh(force=True)
-    with caplog.at_level(logging.INFO, logger="prism.weights"):
-        outcome = setter.keep_active(view)
+    outcome, said = _keep_active_at(1301, fake, view, setter, caplog)
     assert (outcome.outcome, outcome.block) == ("set", 1301)
-    assert [r.getMessage() for r in caplog.records][0] == (
+    assert said[0] == (
         "weights: no quorum; re-sending the weights last set (block 1050): 251 blocks have "
         "passed of the 500 after which the chain counts this validator inactive (no dividends)")
     assert fake.weights[1] == stored and fake.neurons[1].last_update == 1301
@@ -345,6 +352,60 @@ def test_a_resend_never_pays_a_uid_that_changed_hands(setup, fake, wallets):
     assert len(fake.extrinsics) == 1 and fake.neurons[1].last_update == 1050
 
 
+def _restarted(view, wallets) -> WeightSetter:
+    """The validator's setter after a restart: nothing it sent before is in memory."""
+    return WeightSetter(view._client, wallets["validator"], SETTINGS, status=ChainStatus(),
+                        sleep=lambda _: None)
+
+
+def test_a_restarted_node_resends_the_weights_the_chain_holds_for_its_uid(
+        setup, fake, wallets, caplog):
+    view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
+    fake.block = 1050
+    assert setter.offer(_plan_paying_the_miner(view, wallets), view).outcome == "set"
+    stored = dict(fake.weights[1])
+    setter = _restarted(view, wallets)
+    # past half the cutoff since LastUpdate 1050, no quorum
+    outcome, said = _keep_active_at(1301, fake, view, setter, caplog)
+    assert (outcome.outcome, outcome.block) == ("set", 1301)
+    assert said[0] == (
+        "weights: no quorum; re-sending the weights the chain holds for uid 1 (block 1050): "
+        "251 blocks have passed of the 500 after which the chain counts this validator "
+        "inactive (no dividends)")
+    resent = fake.extrinsics[-1].params
+    assert dict(zip(resent["dests"], resent["weights"], strict=True)) == stored
+    assert fake.weights[1] == stored and fake.neurons[1].last_update == 1301
+    assert setter.last_sent is not None and setter.last_sent.uids == sorted(stored)
+
+
+def test_a_restarted_nodes_resend_leaves_out_the_weight_the_chain_zeroed(
+        setup, fake, wallets):
+    # The miner's uid 2 went to a newcomer after the weights were set: the chain zeroed the
+    # weight on it (clear_neuron), so what it holds pays the burn only, and that is re-sent.
+    view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
+    fake.block = 1050
+    assert setter.offer(_plan_paying_the_miner(view, wallets), view).outcome == "set"
+    fake.replace(2, "5newcomer")
+    assert fake.weights[1][2] == 0
+    setter = _restarted(view, wallets)
+    fake.block = 1400
+    view.refresh(force=True)
+    assert setter.keep_active(view).outcome == "set"
+    assert fake.extrinsics[-1].params["dests"] == [0] and fake.weights[1] == {0: 65535}
+
+
+def test_the_weights_read_is_keyed_as_the_chain_keys_it(client, fake):
+    fake.weights[1] = {0: 100, 2: 65535}
+    c = client()
+    assert c.weights_of(1) == {0: 100, 2: 65535}
+    assert c.weights_of(3) == {}  # no row: the empty default
+    other = ChainClient("local", NETUID + 1, substrate=fake)
+    try:
+        assert other.weights_of(1) == {} and other.last_update(1) == 0
+    finally:
+        other.close()
+
+
 def test_no_resend_without_weights_sent_since_start_but_one_warning(setup, fake, caplog):
     view, setter, _, _ = setup(ActivityCutoffFactorMilli=5000)
     fake.block = 1300  # LastUpdate 950 (before this node started): past half the cutoff
@@ -352,7 +413,7 @@ def test_no_resend_without_weights_sent_since_start_but_one_warning(setup, fake,
     with caplog.at_level(logging.WARNING, logger="prism.weights"):
         assert setter.keep_active(view) is None and setter.keep_active(view) is None
     assert [r.getMessage() for r in caplog.records] == [
-        f"weights: no quorum, and this node has sent no weights since it started: the chain "
-        f"counts {fake.neurons[1].hotkey} inactive (no dividends) at block 1451 unless "
-        "weights are set (prism weights --set)"]
+        f"weights: no quorum, this node has sent no weights since it started and the chain "
+        f"holds none for uid 1: the chain counts {fake.neurons[1].hotkey} inactive (no "
+        "dividends) at block 1451 unless weights are set (prism weights --set)"]
     assert fake.extrinsics == []
