@@ -16,6 +16,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.weights.chain import WeightSetter
 
 NETUID = 7
+OWNER_HOTKEY = "5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM"
 SETTER_SETTINGS = Settings(chain={"mode": "online", "netuid": NETUID, "retries": 3,
                                   "backoff_s": 2.0}, weights={"dry_run": False})
 
@@ -41,9 +42,11 @@ def chain_wallets(tmp_path_factory) -> dict[str, bittensor.Wallet]:
 
 @pytest.fixture(name="fake")
 def fake_chain(wallets) -> FakeSubstrate:
-    """netuid 7: uid 0 burn, uid 1 the validator (permit, served), uid 2 miner, uid 3 rival."""
-    return FakeSubstrate(netuid=NETUID, neurons=[
-        Neuron("5C4hrfjw9DjXZTzV3MwzrrAr9P1MJhSrvWGWqi1eSuyUpnhM"),
+    """netuid 7: uid 0 the subnet owner's hotkey (registered with the subnet, as the chain
+    does, and never replaced), uid 1 the validator (permit, served), uid 2 miner, uid 3
+    rival."""
+    return FakeSubstrate(netuid=NETUID, owner_hotkey=OWNER_HOTKEY, neurons=[
+        Neuron(OWNER_HOTKEY),
         Neuron(wallets["validator"].hotkey.ss58_address, permit=True,
                axon=axon_of("10.0.0.1:8000", 900), last_update=950),
         Neuron(wallets["miner"].hotkey.ss58_address),

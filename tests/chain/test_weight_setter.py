@@ -259,6 +259,17 @@ def _leader(hotkey: str) -> Entry:
                  verification="passed")
 
 
+def test_where_the_owner_holds_uid_0_as_on_a_new_subnet_owner_burns_like_0(setup, fake, wallets):
+    # The chain registers the owner's hotkey on uid 0 with the subnet and never replaces it.
+    view, setter, _, _ = setup()
+    owner = Settings(chain={"netuid": 7}, weights={"burn_uid": "owner", "dry_run": False})
+    plan = build_plan([_leader(wallets["miner"].hotkey.ss58_address)], view, owner)
+    assert plan.uids == _plan_paying_the_miner(view, wallets).uids == [0, 2]
+    assert plan.rows[0].hotkey == fake.owner_hotkey == fake.neurons[0].hotkey
+    fake.block = 1100
+    assert setter.offer(plan, view).outcome == "set" and fake.weights[1][0] > 0
+
+
 def test_the_burn_goes_to_the_owners_uid_when_the_owner_is_not_on_uid_0(setup, fake, wallets):
     """uid 0 is a miner here; the subnet owner's hotkey holds uid 3."""
     view, setter, _, _ = setup()
