@@ -9,7 +9,8 @@ Only the replay verdict and the eligibility that follows from it change, and onl
 a run once verified stays verified at the same moment, and a run once ineligible never
 becomes eligible again. Two signed pages of one hotkey that disagree on the fixed values,
 or whose later signature takes one of those steps back, are therefore a proof that it
-served different numbers to different validators (or took back what it published):
+served different numbers to different validators (or took back what it published); so is
+one signed page holding two such rows of one run (an honest page holds one row a run):
 checkable by anyone (agreement/signed.py), stored in `equivocations`, served at
 `GET /v1/equivocations`, fetched and checked again by every peer. Every validator holding a
 proof leaves that validator out of its electorate until `until` = the later signature's
@@ -97,15 +98,17 @@ def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew
                 max_bytes: int) -> tuple[str, str, Signed, Signed]:
     """(validator, digest, first, second) of a proof that checks out: two pages both
     signed by `validator`, each with a row for `digest` (its first) of the same scoring
-    version, that conflict, whatever miner or corpus each names. Raises PageInvalid
-    otherwise."""
+    version, that conflict, whatever miner or corpus each names; or one page given twice,
+    whose first and second rows for `digest` conflict (an honest page holds one row per
+    digest). Raises PageInvalid otherwise."""
     if not isinstance(data, dict) or set(data) != {"validator", "digest", "pages"} or not (
             isinstance(data["pages"], list) and len(data["pages"]) == 2):
         raise PageInvalid("malformed", "a proof is {validator, digest, pages: [two pages]}")
     validator, digest = data["validator"], data["digest"]
     signed = [Signed.from_json(p, max_bytes=max_bytes) for p in data["pages"]]
+    one_page = signed[0] == signed[1]
     rows = []
-    for s in signed:
+    for n, s in enumerate(signed):
         page = check(s, netuid=netuid, own_hotkey=own_hotkey, now_ns=now_ns, skew_s=skew_s)
         if page.validator != validator:
             raise PageInvalid("wrong_validator", f"a proof against {validator!r} holds a page "
@@ -113,7 +116,8 @@ def check_proof(data: object, *, netuid: int, own_hotkey: str, now_ns: int, skew
         found = [r for r in page.rows if r.digest == digest]
         if not found:
             raise PageInvalid("malformed", f"a page of the proof has no row for {digest!r}")
-        rows.append(found[0])
+        # one page given twice: its first and its second row of the digest
+        rows.append(found[min(n, len(found) - 1)] if one_page else found[0])
     a, b = rows
     if not same_run(a, b) or not conflicting_pages((signed[0], a), (signed[1], b)):
         raise PageInvalid("no_conflict", f"the two pages agree on {digest[:16]}: no proof")

@@ -378,9 +378,12 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
     equivocation, stored (and appended to `proofs`). Every row stored thus agrees with all
     this validator stored of that run before it: the row cannot step back by passing
     through another miner, corpus or scoring version in between. So a page's second row
-    for a digest is skipped (the first is the one a proof reads), and so is a row of
-    another scoring version than this validator's (an honest page serves its own version
-    only, and only pages of this version are stored)."""
+    for a digest is skipped (the first is the one a proof against a later page reads);
+    when it conflicts with the first (an honest page holds one row per digest), the page
+    alone is a proof of equivocation, stored as that page twice (`check_proof` then reads
+    its first and second rows of the digest). A row of another scoring version than this
+    validator's is skipped too (an honest page serves its own version only, and only pages
+    of this version are stored)."""
     now = time.time() if now is None else now
 
     def bounded(claimed: float) -> float:
@@ -389,11 +392,17 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
     kept = None if signed is None else _keep(session, page.validator, signed, now)
     earlier: dict[int, MeasurementsPage] = {}
     written = 0
-    seen: set[str] = set()
+    seen: dict[str, MeasurementRow] = {}
     for row in page.rows:
-        if row.digest in seen or row.scoring_version != SCORING_VERSION:
+        if row.scoring_version != SCORING_VERSION:
             continue
-        seen.add(row.digest)
+        if row.digest in seen:
+            if signed is not None and conflicting_pages((signed, seen[row.digest]),
+                                                        (signed, row)):
+                _proven_by(session, page.validator, row.digest, signed, signed, ban_s=ban_s,
+                           now=now, proofs=proofs)
+            continue
+        seen[row.digest] = row
         old = session.scalar(select(PeerMeasurement).where(
             PeerMeasurement.validator == page.validator, PeerMeasurement.digest == row.digest))
         if old is not None and kept is not None and old.page_id not in (None, kept.id):
@@ -401,9 +410,8 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
             if before is not None and same_run(before[1], row) and conflicting_pages(
                     before, (signed, row)):
                 first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
-                if record(session, page.validator, row.digest, first, second, ban_s=ban_s,
-                          now=now) and proofs is not None:
-                    proofs.append((page.validator, row.digest))
+                _proven_by(session, page.validator, row.digest, first, second, ban_s=ban_s,
+                           now=now, proofs=proofs)
                 continue
             if old.signed_ns is not None and signed.signed_ns < old.signed_ns:
                 continue  # an older page of this validator, relayed late: changes nothing
@@ -438,6 +446,14 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
                 PeerMeasurement.validator == page.validator,
                 PeerMeasurement.page_id.is_not(None)))))
     return written
+
+
+def _proven_by(session: Session, validator: str, digest: str, first: Signed, second: Signed,
+               *, ban_s: float, now: float, proofs: list[tuple[str, str]] | None) -> None:
+    """Store the proof (`record`), noted in `proofs` when it is new here."""
+    if record(session, validator, digest, first, second, ban_s=ban_s,
+              now=now) and proofs is not None:
+        proofs.append((validator, digest))
 
 
 def _keep(session: Session, validator: str, signed: Signed, now: float) -> SignedPage:

@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
-from agreement_kit import NETUID, add_scored, digest_of, electorate_of
+from agreement_kit import NETUID, add_scored, digest_of, electorate_of, signed_page
 from bittensor import http_auth
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from sqlalchemy import select
 
 from prism_challenge.agreement.equivocation import check_proof, excluded
-from prism_challenge.agreement.signed import Signed, signed_headers
+from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.signed import PageInvalid, Signed, signed_headers
 from prism_challenge.agreement.sync import store_page
-from prism_challenge.agreement.wire import MeasurementRow, MeasurementsPage, target
+from prism_challenge.agreement.wire import (
+    MEASUREMENTS_PATH,
+    MeasurementRow,
+    MeasurementsPage,
+    target,
+)
 from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage.tables import (
     Equivocation,
@@ -113,22 +122,29 @@ def _signed(wallet, rows: list[MeasurementRow], n: int) -> tuple[MeasurementsPag
     return page, Signed(asked, signed_headers(headers), body)
 
 
+def _verified_then_revised(wallets, digest: str) -> tuple[MeasurementRow, MeasurementRow]:
+    """Run `digest` of miner2 verified at 0.98, and the same run revised: unverified, 1.05."""
+    first = MeasurementRow(miner_hotkey=wallets["miner2"].hotkey.ss58_address, digest=digest,
+                           block=2, bpb=0.98, heldout_delta=0.5, eligible=True,
+                           verified=True, measured_at=100.0, verified_at=101.0,
+                           corpus="demo", scoring_version=SCORING_VERSION)
+    return first, first.model_copy(update={"bpb": 1.05, "verified": False,
+                                           "verified_at": None})
+
+
 @pytest.mark.parametrize("between, proven", [
     ({"corpus": "other"}, True),  # another corpus, the verdict dropped: a proof
     ({"scoring_version": "0.0.1"}, True),  # a row of another version: never stored
-    (None, False),  # the revised row second in the page of the first one: skipped
+    (None, True),  # the revised row second in the page of the first one: that page a proof
 ], ids=["corpus", "version", "second_row"])
 def test_a_row_cannot_be_revised_through_another_corpus_version_or_a_second_row(
         nodes, wallets, between, proven):
     """Before: a row of another corpus or scoring version in between, or a second row for
-    the run in one page, replaced O verified at 0.98 with O unverified at 1.05, no proof."""
+    the run in one page, replaced O verified at 0.98 with O unverified at 1.05, no proof
+    (and later, the second row was skipped with no proof kept)."""
     liar, b = wallets["liar"], nodes["b"]
     y = digest_of("Y")
-    first = MeasurementRow(miner_hotkey=wallets["miner2"].hotkey.ss58_address, digest=y,
-                           block=2, bpb=0.98, heldout_delta=0.5, eligible=True,
-                           verified=True, measured_at=100.0, verified_at=101.0,
-                           corpus="demo", scoring_version=SCORING_VERSION)
-    revised = first.model_copy(update={"bpb": 1.05, "verified": False, "verified_at": None})
+    first, revised = _verified_then_revised(wallets, y)
     if between is None:
         pages = [[first], [first, revised]]
     else:
@@ -141,3 +157,47 @@ def test_a_row_cannot_be_revised_through_another_corpus_version_or_a_second_row(
         row = s.scalars(select(PeerMeasurement)).one()
         assert (row.bpb, row.verified_at, row.corpus) == (0.98, 101.0, "demo")
         assert proofs == ([(liar.hotkey.ss58_address, y)] if proven else [])
+
+
+def test_a_page_with_two_conflicting_rows_of_one_run_is_a_proof_every_validator_accepts(
+        nodes, wallets, live_server):
+    """The liar serves b one page holding Y verified at 0.98 and Y unverified at 1.05. b
+    stores the first row, keeps the page twice as a proof and excludes the liar; c, which
+    never reached the liar, fetches b's proofs, checks the page again and excludes the liar
+    too. Before: the second row was skipped, no proof kept, the liar counted everywhere."""
+    liar, b, c = wallets["liar"], nodes["b"], nodes["c"]
+    y = digest_of("Y")
+    first, revised = _verified_then_revised(wallets, y)
+    app = FastAPI()
+
+    @app.get(MEASUREMENTS_PATH)
+    def page(request: Request) -> Response:
+        return signed_page(liar, request, [first, revised], next="1:1", more=False)
+
+    url = live_server(app)
+    _, status = b.sync([Peer(b.hotkey, None, 1.0), Peer(liar.hotkey.ss58_address, url, 1.0)])
+    assert status.equivocations == {liar.hotkey.ss58_address: 1}
+    assert _row_of(b, liar.hotkey.ss58_address, y) == (first.miner_hotkey, 0.98, True)
+    with b.store.session() as s:
+        (proof,) = s.scalars(select(Equivocation)).all()
+        assert excluded(s) == {liar.hotkey.ss58_address}
+        pages = proof.proof["pages"]
+    assert proof.digest == y and pages[0] == pages[1]
+    b.serve(live_server)
+    _, status = c.sync(electorate_of(c, [b]) + [Peer(liar.hotkey.ss58_address, None, 1.0)])
+    assert status.equivocations == {liar.hotkey.ss58_address: 1}
+    with c.store.session() as s:
+        assert excluded(s) == {liar.hotkey.ss58_address}
+    served = httpx.get(f"{b.url}/v1/equivocations", timeout=10).json()["proofs"][0]
+    validator, digest, one, other = check_proof(
+        served, netuid=NETUID, own_hotkey=c.hotkey, now_ns=time.time_ns(), skew_s=60,
+        max_bytes=1_000_000)
+    assert (validator, digest, one) == (liar.hotkey.ss58_address, y, other)
+    # the same page twice is no proof when it holds one row of the run, or two that agree
+    for rows in ([first], [first, first.model_copy(update={"miner_hotkey": c.hotkey})]):
+        single, signed = _signed(liar, rows, 9)
+        with pytest.raises(PageInvalid, match="agree"):
+            check_proof({"validator": liar.hotkey.ss58_address, "digest": y,
+                         "pages": [signed.to_json(), signed.to_json()]}, netuid=NETUID,
+                        own_hotkey=c.hotkey, now_ns=time.time_ns(), skew_s=60,
+                        max_bytes=1_000_000)
