@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from prism_challenge.agreement.equivocation import (
@@ -65,6 +65,14 @@ MAX_PROOFS = 100  # proofs taken from one peer per round
 # `max_page_bytes`: they wait in memory until every peer is done, so a peer serving full
 # pages fast is not asked for more once it sent this much; the rest comes next round.
 HELD_PAGES_PER_PEER = 16
+# Rows of one validator's measurements (of this scoring version) stored here in all, its
+# own pages and relayed ones together: the per-round cap above bounds how fast a validator
+# signing rows of runs that do not exist fills this store, this bounds how much. Rows are
+# one per run (digest) a validator measured, and a validator measures the runs of the
+# whole subnet: 100,000 is about a year of 270 new runs a day (the intake's own bound is
+# 5 uploads an hour per hotkey, about 30,000 a day over 256 uids, for a few days). A page
+# that would take its validator past it is refused, logged (`row_bound`).
+MAX_ROWS_PER_PEER = 100_000
 
 
 @dataclass
@@ -103,6 +111,8 @@ class PeerSync:
     cursors: dict[str, str | None] = field(default_factory=dict)
     relay_cursors: dict[str, int] = field(default_factory=dict)
     new_rows: Counter[str] = field(default_factory=Counter)  # per validator, this round
+    max_rows_per_peer: int = MAX_ROWS_PER_PEER
+    bounded: set[str] = field(default_factory=set)  # past the bound, logged this round
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
@@ -124,6 +134,7 @@ class PeerSync:
             _retire(s, {p.hotkey for p in electorate})
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         self.new_rows.clear()
+        self.bounded.clear()
         answers = ask_at_once(peers, lambda peer: self._ask(peer, budget))
         stored = {peer.hotkey: self._store_pages(peer, got)
                   for peer, got in zip(peers, answers, strict=True)}
@@ -152,9 +163,12 @@ class PeerSync:
     def _fetch_pages(self, peer: Peer, got: _Answers, budget: RoundBudget,
                      deadline: float) -> None:
         """The peer's pages after its cursor, until it has no more, one is refused, or the
-        page that would pass its new rows of the round (`_takes` decides again when they are
-        stored: this only stops fetching past it)."""
+        page that would pass its new rows of the round or its rows in all (`_takes` and
+        `_past_bound` decide again when they are stored: this only stops fetching past
+        it)."""
         after, new, seen = self.cursors.get(peer.hotkey), 0, set()
+        with self.store.session() as s:
+            stored = _stored(s, peer.hotkey)
         for _ in range(MAX_PAGES_PER_ROUND):
             if time.monotonic() >= deadline or self._holds_enough(got):
                 got.share_used = True
@@ -179,7 +193,8 @@ class PeerSync:
             with self.store.session() as s:
                 fresh = len(digests - _held(s, page.validator, digests))
             seen |= digests
-            if fresh and new and new + fresh > self._max_new_rows:
+            if fresh and (new and new + fresh > self._max_new_rows
+                          or stored + new + fresh > self.max_rows_per_peer):
                 return
             new += fresh
             if page.next is not None:
@@ -194,11 +209,16 @@ class PeerSync:
         for page, signed in got.pages:
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
-                taken = self._takes(s, page)
+                past = self._past_bound(s, page)
+                taken = past is None and self._takes(s, page)
                 if taken:
                     total += store_page(s, page, signed=signed, ban_s=self.ban_s,
                                         proofs=proofs)
                 _mark(s, peer, ok_at=time.time(), error=None)
+            if past is not None:
+                self._refuse_past_bound(page.validator, past, "served")
+                self._note(peer, f"refused (row_bound): {past}")
+                return total
             if not taken:
                 log.info("agreement: peer %s has more new rows than one round takes (%d); "
                          "the rest is fetched next round", peer.hotkey, self._max_new_rows)
@@ -278,10 +298,15 @@ class PeerSync:
             return  # this node itself, a validator it does not count, or another version
         proofs: list[tuple[str, str]] = []
         with self.store.session() as s:
-            if not self._takes(s, page):
-                return  # past its new rows this round; its own pages bring them later
-            rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
-            _heard(s, page.validator, signed)
+            past = self._past_bound(s, page)
+            if past is None:
+                if not self._takes(s, page):
+                    return  # past its new rows this round; its own pages bring them later
+                rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
+                _heard(s, page.validator, signed)
+        if past is not None:
+            self._refuse_past_bound(page.validator, past, f"relayed by {peer.hotkey}")
+            return
         self._proven(proofs, f"relayed by {peer.hotkey}")
         self.status.page(page.validator, "relayed", rows=rows)
 
@@ -339,6 +364,30 @@ class PeerSync:
         self.new_rows[page.validator] = before + new
         return True
 
+    def _past_bound(self, session: Session, page: MeasurementsPage) -> str | None:
+        """Why the page is refused when its rows would take its validator past
+        `max_rows_per_peer` rows of this scoring version stored here; None when they fit
+        (rows it already holds are updated whatever its count)."""
+        digests = {row.digest for row in page.rows if row.scoring_version == SCORING_VERSION}
+        adds = len(digests - _held(session, page.validator, digests, SCORING_VERSION))
+        if not adds:
+            return None
+        stored = _stored(session, page.validator)
+        if stored + adds <= self.max_rows_per_peer:
+            return None
+        return (f"{stored} rows of it are stored here, and its page would add {adds}: past "
+                f"the {self.max_rows_per_peer} one validator may have stored "
+                "(agreement/sync.py: MAX_ROWS_PER_PEER)")
+
+    def _refuse_past_bound(self, validator: str, why: str, how: str) -> None:
+        """Count a page refused by `_past_bound`; logged once a round per validator."""
+        self.status.page(validator, "row_bound")
+        if validator not in self.bounded:
+            self.bounded.add(validator)
+            log.warning("agreement: refused a page of validator %s (%s, row_bound): %s; "
+                        "its rows stored stay and are updated, new ones are refused",
+                        validator, how, why)
+
     def _proven(self, proofs: list[tuple[str, str]], how: str) -> None:
         for validator, digest in proofs:
             self.status.equivocation(validator)
@@ -351,10 +400,22 @@ class PeerSync:
             _mark(s, peer, ok_at=None, error=error[:500])
 
 
-def _held(session: Session, validator: str, digests: set[str]) -> set[str]:
-    """Which of `digests` are stored for `validator`."""
-    return set(session.scalars(select(PeerMeasurement.digest).where(
-        PeerMeasurement.validator == validator, PeerMeasurement.digest.in_(sorted(digests)))))
+def _held(session: Session, validator: str, digests: set[str],
+          version: str | None = None) -> set[str]:
+    """Which of `digests` are stored for `validator` (of scoring `version` only, when
+    given)."""
+    query = select(PeerMeasurement.digest).where(
+        PeerMeasurement.validator == validator, PeerMeasurement.digest.in_(sorted(digests)))
+    if version is not None:
+        query = query.where(PeerMeasurement.scoring_version == version)
+    return set(session.scalars(query))
+
+
+def _stored(session: Session, validator: str) -> int:
+    """Rows of `validator` of this scoring version stored here."""
+    return session.scalar(select(func.count()).select_from(PeerMeasurement).where(
+        PeerMeasurement.validator == validator,
+        PeerMeasurement.scoring_version == SCORING_VERSION)) or 0
 
 
 def _relay_answer(data: object, max_bytes: int) -> tuple[list[Signed], int]:

@@ -107,6 +107,39 @@ def test_new_rows_of_one_validator_are_capped_per_round_and_honest_rows_still_st
         assert s.get(AgreementPeer, liar.hotkey).last_error is None  # it was reached
 
 
+def test_what_one_validator_may_have_stored_here_is_bounded_in_all_with_a_logged_reason(
+        nodes, wallets, live_server, caplog):
+    """The per-round cap bounds how fast a liar adds rows, not how many: round after round
+    it added 5 pages more (before: 200, 400, 600 rows here after three rounds, without
+    end). With a bound of 300 rows per validator, b takes 200, then 80 (the page that would
+    pass 300 is refused, logged), then none; the junk a relays of the liar is refused past
+    the bound too, and the honest peer's rows are stored every round."""
+    a, b, liar, electorate = setup(nodes, wallets, live_server, rows_per_page=None)
+    a.settings = settings(page_size=PAGE_SIZE)
+    a.sync([Peer(a.hotkey, None, 1.0), Peer(liar.hotkey, electorate[1].url, 1.0)])
+    bound = 300
+    counts = []
+    for n in range(3):
+        add_scored(a.store, name=f"honest {n}", miner=wallets["miner1"].hotkey.ss58_address,
+                   block=2 + n, bpb=1.0)
+        with caplog.at_level(logging.INFO, logger="prism.agreement"):
+            caplog.clear()
+            stored, status = b.sync(electorate, max_rows_per_peer=bound)
+        counts.append(rows_of(b, liar.hotkey))
+        assert stored[a.hotkey] >= 1 and rows_of(b, a.hotkey) == 2 + n
+        refusals = [r.getMessage() for r in caplog.records if "row_bound" in r.getMessage()]
+        if n == 0:
+            assert refusals == [] and status.refused(liar.hotkey) == 0
+            continue
+        # refused pages are counted; the reason is logged once a round
+        assert status.pages[(liar.hotkey, "row_bound")] >= 1 and len(refusals) == 1
+        assert refusals[0].startswith(f"agreement: refused a page of validator {liar.hotkey}")
+        assert f"past the {bound} one validator may have stored" in refusals[0]
+    assert counts == [200, 280, 280]
+    with b.store.session() as s:
+        assert "refused (row_bound)" in s.get(AgreementPeer, liar.hotkey).last_error
+
+
 def test_a_relayed_page_with_more_rows_than_its_request_asked_is_refused(wallets):
     """Its author signed more rows than the request it answered asked for: no honest
     validator serves that, whoever relays it."""
