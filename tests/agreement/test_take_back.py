@@ -15,8 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from sqlalchemy import select
 
+from prism_challenge.agreement.bundles import BundleFetcher
 from prism_challenge.agreement.equivocation import check_proof, excluded
 from prism_challenge.agreement.peers import Peer
+from prism_challenge.agreement.ranking import ranked_entries
 from prism_challenge.agreement.signed import PageInvalid, Signed, signed_headers
 from prism_challenge.agreement.sync import store_page
 from prism_challenge.agreement.wire import (
@@ -25,6 +27,9 @@ from prism_challenge.agreement.wire import (
     MeasurementsPage,
     target,
 )
+from prism_challenge.chain.ledger import LocalLedger
+from prism_challenge.chain.subnet import commitment_value
+from prism_challenge.intake.policy import IntakePolicy
 from prism_challenge.scoring.version import SCORING_VERSION
 from prism_challenge.storage.tables import (
     Equivocation,
@@ -201,3 +206,50 @@ def test_a_page_with_two_conflicting_rows_of_one_run_is_a_proof_every_validator_
                          "pages": [signed.to_json(), signed.to_json()]}, netuid=NETUID,
                         own_hotkey=c.hotkey, now_ns=time.time_ns(), skew_s=60,
                         max_bytes=1_000_000)
+
+
+def test_a_take_over_that_only_renames_the_miner_moves_no_credit(nodes, wallets, live_server,
+                                                                 tmp_path):
+    """X committed Y first and L copied the digest on chain later. The liar re-signs its
+    row of Y under L, every value kept: the shape of an honest take-over, so it is stored
+    and proves nothing. It steals no credit: b ranks Y as the miner it holds Y for (whose
+    upload or fetch was checked against the chain commitment and its precedence), on the
+    honest measurements, while the liar's row now counts for no run b holds (as if it had
+    withheld it, which the quorum over the whole permitted stake already bounds); L's claim
+    is not fetched (X committed first) and L ranks nothing. So such a row is not refused
+    (an honest take-over cannot be told from it without the chain, and needs none)."""
+    x, copier = (wallets[n].hotkey.ss58_address for n in ("miner1", "miner2"))
+    a, b, c, liar = (nodes[n] for n in ("a", "b", "c", "liar"))
+    ledger = LocalLedger(tmp_path / "ledger.db", b.metagraph)
+    y = digest_of("Y")
+    first = ledger.commit(wallets["miner1"], commitment_value(x, y))
+    later = ledger.commit(wallets["miner2"], commitment_value(copier, y))
+    assert first.block < later.block
+    for node, bpb in ((a, 1.0), (b, 1.0), (c, 1.0), (liar, 0.5)):
+        add_scored(node.store, name="Y", miner=x, block=first.block, bpb=bpb)
+        if node is not b:
+            node.serve(live_server, clock=lambda: time.time() + 60)
+    electorate = electorate_of(b, [a, c, liar])
+    b.sync(electorate)
+    assert _row_of(b, liar.hotkey, y) == (x, 0.5, True)
+
+    _serve_as(liar, y, miner=copier, block=later.block)  # every value kept, L named
+    _, status = b.sync(electorate)
+    assert _row_of(b, liar.hotkey, y) == (copier, 0.5, True)
+    assert status.equivocations == {}
+    with b.store.session() as s:
+        ranked = ranked_entries(s, b.settings, b.hotkey)
+    assert [(e.digest, e.hotkey, e.bpb) for e in ranked.entries] == [(y, x, 1.0)]
+
+    fetcher = BundleFetcher(b.store, ledger, b.metagraph, b.wallet,
+                            policy=IntakePolicy.from_settings(b.settings), settle_s=0.0,
+                            timeout_s=3.0)
+    try:
+        assert fetcher.missing() == {(y, copier): [liar.hotkey]}
+        assert fetcher.round(electorate[1:]) == 0 and fetcher.fetched == 0
+    finally:
+        fetcher.close()
+    with b.store.session() as s:
+        held = s.scalars(select(Submission).where(Submission.digest == y)).all()
+        assert [(sub.hotkey, sub.block) for sub in held] == [(x, first.block)]
+        assert [e.hotkey for e in ranked_entries(s, b.settings, b.hotkey).entries] == [x]
