@@ -264,7 +264,8 @@ class _FileChecker:
         return isinstance(parent, ast.Attribute) and parent.value is node
 
     def _is_attr_builtin_base(self, node: ast.AST) -> bool:
-        # getattr(torch, "x") is resolved like torch.x, so the module is not leaked.
+        # getattr(torch, "x") is resolved like torch.x; a call that would return a module
+        # is refused by `_check_attr_builtin`, so the module is not leaked.
         parent = self.parent.get(node)
         return (
             isinstance(parent, ast.Call)
@@ -442,7 +443,15 @@ class _FileChecker:
         self._check_attr_name(node, base, attr)
         path = self.resolve(base)
         if path is not None:
-            self.check_path(node, f"{path}.{attr}", importing=False)
+            full = f"{path}.{attr}"
+            self.check_path(node, full, importing=False)
+            # getattr(torch, "nn") would hand the module to a variable, and attribute chains
+            # on a variable are not checked against the allow-list (`m.functional.torch.sys`)
+            if (name == "getattr" and _is_module(full)
+                    and not isinstance(A.lookup(full), tuple)):
+                self.flag(node, R.MODULE_ALIAS, (
+                    f"getattr({path}, {attr!r}) hands over the module '{full}'; write "
+                    f"{full}.<name>"))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:

@@ -107,6 +107,12 @@ def test_honest_idioms_pass(body):
     ("del torch.nn.functional.gelu\n", "AST-ATTR-ASSIGN"),
     ("torch.backends.cudnn.deterministic = False\n", "AST-ATTR-ASSIGN"),
     ("t = torch.nn\n", "AST-MODULE-ALIAS"),
+    # a module got by getattr: `m.functional.torch.sys` would not be checked at all
+    ("m = getattr(torch, 'nn')\n", "AST-MODULE-ALIAS"),
+    ("m = getattr(torch, 'nn', None)\n", "AST-MODULE-ALIAS"),
+    ("m = getattr(torch.backends, 'cudnn')\n", "AST-MODULE-ALIAS"),
+    ("from torch import nn\nm = getattr(nn, 'functional')\n", "AST-MODULE-ALIAS"),
+    ("m = getattr(getattr(torch, 'nn'), 'functional')\n", "AST-MODULE-ALIAS"),
     ("x = bytearray(10)\n", "AST-BLOB"),
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
