@@ -18,20 +18,30 @@ tasks). Module globals and instances are new for every build. What is shared:
   object held by a module-level object;
 - the entries of the public lists, dicts and sets reachable the same way
   (`torch.special.common_args[...] = ...`), and the reentrant locks (a logging handler's:
-  held and never released, its repr counts the holds).
+  held and never released, its repr counts the holds);
+- the memo caches of the process (`functools.lru_cache`): `typing.Literal[key]` is kept in
+  one, by key, and a cached answer comes ~15 times faster than a new one, so a task can
+  leave keys behind that the next one finds with a clock (~128 keys per cache, a bit each,
+  read without error). Every cache in the process is emptied for every build: the ones the
+  collector lists when the snapshot is taken, listed again whenever a module was imported
+  since.
 
 `restore` costs a few milliseconds: every public attribute is compared by identity in one
 pass of C loops and only a changed table is walked (added public names deleted, replaced
 ones set back; private and special names cannot be written, which the AST policy
 refuses). What is left is timing (whether a kernel ran before), the moment the collector
 finalises a previous task's objects (a few noisy bits, not text), and objects a bundle can
-only reach as the result of a call, which the walk does not list.
+only reach as the result of a call, which the walk does not list (the memo caches among
+them are emptied all the same).
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 import logging
 import operator
+import sys
 import threading
 import types
 import warnings
@@ -90,6 +100,7 @@ class SharedState:
         self.containers = containers
         self.container_items = [_copy(c) for c in containers]
         self.locks = locks  # a logging handler's, say: held, its repr counts the holds
+        self.caches, self.modules = _memo_caches(), len(sys.modules)
 
     def restore(self) -> None:
         import torch
@@ -111,6 +122,10 @@ class SharedState:
         for lock in self.locks:
             while lock._is_owned():
                 lock.release()
+        if len(sys.modules) != self.modules:  # an import since may have made new caches
+            self.caches, self.modules = _memo_caches(), len(sys.modules)
+        for cache in self.caches:
+            cache.cache_clear()
         if list(map(_same, self.containers, self.container_items)).count(False):
             for box, items in zip(self.containers, self.container_items, strict=True):
                 if not _same(box, items):
@@ -218,6 +233,13 @@ def _reachable() -> tuple[list[type], list[dict], list, list]:
                 continue
             todo.append(value)
     return list(classes.values()), list(tables.values()), list(containers.values()), locks
+
+
+def _memo_caches() -> list:
+    """Every `functools.lru_cache` wrapper in the process, found by the collector: those
+    behind a closure (typing's subscription caches) as well as those a name reaches."""
+    kind = functools._lru_cache_wrapper
+    return [o for o in gc.get_objects() if type(o) is kind]
 
 
 def _put_back_table(table: dict, items: dict) -> None:
