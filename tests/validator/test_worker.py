@@ -355,3 +355,20 @@ def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
         w.join(30)
     assert sorted(claimed[0] + claimed[1]) == sids
     assert {_verification(store, sid)[:2] for sid in sids} == {("running", 1)}
+
+
+def test_a_replay_claimed_as_the_shutdown_begins_goes_back_unstarted(store, tmp_path, caplog):
+    """The stop can land between a slot's last look at it and its claim of a replay: the
+    claimed replay is handed back as it was (no attempt spent) and no sandbox starts."""
+    settings = _settings(tmp_path)
+    sid = _scored(store, "x")
+    with store.session() as s:
+        assert verification_jobs.queue_contenders(s, settings) == [sid]
+    worker = EvaluationWorker(settings, store, runner=None, registry=None)
+    assert verification_jobs.claim(store) == sid
+    worker.cancel.set()
+    with caplog.at_level("INFO", logger="prism"):
+        worker.verify(sid)
+    assert _verification(store, sid)[:2] == ("queued", 0)
+    assert "contender replay" not in caplog.text
+    assert not (tmp_path / "runs" / f"{sid}-replay").exists()
