@@ -274,9 +274,10 @@ class VerificationSettings(Section):
 
 class WeightsSettings(Section):
     dry_run: bool = True
-    # The uid the unassigned share goes to: "owner", the uid of the subnet owner's hotkey as
-    # the metagraph says (uid 0 where no owner is known: the local ledger), or a uid.
-    burn_uid: int | Literal["owner"] = 0
+    # The uid the unassigned share goes to: "owner" (the default), the uid of the subnet
+    # owner's hotkey as the metagraph says (uid 0 where no owner is known: the local ledger),
+    # or a uid.
+    burn_uid: int | Literal["owner"] = "owner"
     winner_share: float = Field(0.9, ge=0, le=1)
     research_share: float = Field(0.1, ge=0, le=1)
 

@@ -28,10 +28,14 @@ log = logging.getLogger("prism.validator")
 def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
               registry: Registry | None, setter: WeightSetter | None = None, *,
               slots: int | None = None, hotkey: str | None = None,
-              agreement: AgreementStatus | None = None) -> WeightPlan:
+              agreement: AgreementStatus | None = None) -> WeightPlan | None:
     """`slots`: the node's evaluation slots (as many contender replays may be queued);
     `hotkey`: this validator's, so runs rank on the shared-input aggregate (agreement);
-    `agreement`: where the electorate ranked on is reported (its /metrics gauges)."""
+    `agreement`: where the electorate ranked on is reported (its /metrics gauges). None, with
+    one warning naming the fix, when no plan can be built (`weights.burn_uid` names no uid of
+    this subnet, or a bad research credit): the epoch loop goes on, a validator without a
+    quorum still keeps its last weights active, and the CLI and /v1/weights show the same
+    error."""
     credit = None
     if settings.weights.research_share > 0 and registry is not None:
         credit = registry.research_credits()
@@ -40,12 +44,20 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
         queued = verification_jobs.queue_contenders(s, settings, slots=slots,
                                                     entries=ranked.entries,
                                                     metagraph=metagraph)
-        plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
+        try:
+            plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
+        except ValueError as exc:  # weights.burn_uid names no uid here, or a bad credit
+            plan, problem = None, str(exc)
     (log.warning if ranked.degraded else log.info)("epoch: ranking on %s", ranked.note)
     if agreement is not None and ranked.electorate is not None:
         agreement.saw_electorate(*ranked.electorate)
     if queued:
         log.info("epoch: contender replays queued for submissions %s", queued)
+    if plan is None:
+        log.warning("epoch: no weights plan: %s", problem)
+        if setter is not None and not settings.weights.dry_run and ranked.no_quorum:
+            setter.keep_active(metagraph)  # the weights last set need no burn uid
+        return None
     pairs = ", ".join(f"uid {u}={w}" for u, w in zip(plan.uids, plan.weights_u16, strict=True))
     leader = plan.leader.hotkey if plan.leader else "none"
     live = setter is not None and not plan.dry_run  # local chain: there is nothing to send to

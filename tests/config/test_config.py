@@ -178,6 +178,12 @@ def test_a_chain_on_this_host_takes_another_loopback_address_but_never_127_0_0_1
     assert Settings(chain={"mode": "online", "serve_address": "203.0.113.7:8000"})
 
 
+def test_burn_uid_defaults_to_the_owner_not_whoever_holds_uid_0(tmp_path):
+    assert Settings().weights.burn_uid == "owner"
+    loaded = load_settings(_write(tmp_path, "weights:\n  dry_run: true\n"))
+    assert loaded.weights.burn_uid == "owner"
+
+
 def test_burn_uid_is_the_owner_or_a_uid_and_anything_else_is_one_line(tmp_path, monkeypatch):
     owner = _write(tmp_path, "weights:\n  burn_uid: owner\n")
     assert load_settings(owner).weights.burn_uid == "owner"
