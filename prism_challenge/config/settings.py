@@ -338,6 +338,19 @@ class AgreementSettings(Section):
     # Fetch, from a peer, the bundle of a run that peers measured and this validator never
     # received (checked against the miner's commitment), so that it ranks and measures it.
     fetch_bundles: bool = True
+    # Rows of one validator's measurements (of this scoring version) stored here in all, its
+    # own pages and relayed ones together; a page that would pass it is refused whole
+    # (`row_bound`). The default is agreement/sync.py's MAX_ROWS_PER_PEER: about a year of
+    # 270 new runs a day.
+    max_rows_per_peer: int = Field(100_000, ge=1)
+
+    @field_validator("max_rows_per_peer", mode="before")
+    @classmethod
+    def _a_count_not_a_flag(cls, value: object) -> object:
+        if isinstance(value, bool):  # pydantic would read true as 1 row
+            raise ValueError(f"agreement.max_rows_per_peer must be a positive integer, "
+                             f"not {value!r}")
+        return value
 
 
 class RegistrySettings(Section):

@@ -269,7 +269,7 @@ class ValidatorNode:
                         netuid=self.settings.chain.netuid, relay=cfg.relay,
                         ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
                         max_page_bytes=cfg.max_page_bytes,
-                        bundles=bundles)
+                        max_rows_per_peer=cfg.max_rows_per_peer, bundles=bundles)
         try:
             while True:
                 try:

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prism_challenge.agreement.sync import MAX_ROWS_PER_PEER
 from prism_challenge.config import ConfigError, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,6 +177,31 @@ def test_a_chain_on_this_host_takes_another_loopback_address_but_never_127_0_0_1
     # the local ledger publishes where the node really listens; a public address passes
     assert Settings(chain={"serve_address": "127.0.0.1:8000"}).chain.mode == "local"
     assert Settings(chain={"mode": "online", "serve_address": "203.0.113.7:8000"})
+
+
+def test_max_rows_per_peer_defaults_to_the_agreement_bound():
+    assert Settings().agreement.max_rows_per_peer == MAX_ROWS_PER_PEER == 100_000
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("0", "Input should be greater than or equal to 1"),
+    ("-5", "Input should be greater than or equal to 1"),
+    ("many", "Input should be a valid integer"),
+    ("1.5", "Input should be a valid integer"),
+    ("true", "Value error, agreement.max_rows_per_peer must be a positive integer, not True"),
+])
+def test_a_bad_max_rows_per_peer_is_one_line_naming_the_key(tmp_path, value, reason):
+    path = _write(tmp_path, f"agreement:\n  max_rows_per_peer: {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: agreement.max_rows_per_peer: {reason}")
+
+
+def test_max_rows_per_peer_takes_a_positive_integer(tmp_path):
+    path = _write(tmp_path, "agreement:\n  max_rows_per_peer: 250\n")
+    assert load_settings(path).agreement.max_rows_per_peer == 250
 
 
 def test_burn_uid_defaults_to_the_owner_not_whoever_holds_uid_0(tmp_path):
