@@ -23,7 +23,7 @@ the host's load is printed too, since every figure here is wall time on a shared
    its device (CUDA's context made there), and the feeder's `ready`.
 
     .venv/bin/python benchmarks/startup.py [--repeats 3] [--bundle tests/fixtures/sandbox/tiny]
-    .venv/bin/python benchmarks/startup.py --smoke     # one repeat of each
+    .venv/bin/python benchmarks/startup.py --smoke     # once; no cold torch import anywhere
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ PIECES = {
 }
 
 
+# the pieces a smoke runs: none imports torch in a cold interpreter
+SMOKE_PIECES = ("sandbox alone (/bin/true)", "interpreter (python -c pass)",
+                "2 trivial workers, launch --ranks")
+
+
 class TorchrunStart(Runner):
     """The runner as before: one rank started under torchrun, the eval sandbox after."""
 
@@ -91,15 +96,20 @@ def _piece(argv: tuple[str, ...], scratch: Path) -> float:
     return time.monotonic() - t0
 
 
-def pieces(work: Path, repeats: int) -> None:
-    got: dict[str, list[float]] = {k: [] for k in PIECES}
+def pieces(work: Path, repeats: int, smoke: bool = False) -> None:
+    """Each piece in its own sandbox; the smoke keeps only those that import no torch
+    cold (seconds each on a loaded host: what they measure is not what a smoke checks)."""
+    chosen = {k: v for k, v in PIECES.items() if not smoke or k in SMOKE_PIECES}
+    got: dict[str, list[float]] = {k: [] for k in chosen}
     for i in range(repeats):
-        for n, (label, argv) in enumerate(PIECES.items()):
+        for n, (label, argv) in enumerate(chosen.items()):
             got[label].append(_piece(argv, work / f"piece{i}-{n}"))
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"pieces, median of {repeats} (wall s, each in its own bubblewrap sandbox):")
     for label, s in med.items():
         print(f"  {label:36s} {s:6.2f} s")
+    if smoke:
+        return
     torch_s = med["interpreter + import torch"] - med["interpreter (python -c pass)"]
     print(f"  -> import torch {torch_s:.2f} s; torchrun adds "
           f"{med['trivial worker under torchrun'] - med['interpreter + import torch']:+.2f} s "
@@ -126,7 +136,10 @@ def phases(run_dir: Path) -> str:
             + f"; sum {sum(got.values()):.2f}")
 
 
-def runs(work: Path, bundle: Path, repeats: int) -> dict[str, dict[str, float]]:
+def runs(work: Path, bundle: Path, repeats: int, smoke: bool = False
+         ) -> dict[str, dict[str, float]]:
+    """Whole runs of `bundle` through each runner; the smoke runs `now` only (the others
+    start cold: torch imported in the sandbox, seconds on a loaded host)."""
     source = write_jsonl(work / "docs.jsonl", english_like_documents(400, seed=1))
     prepare_data(small_spec([source]), work / "data")
     settings = Settings(
@@ -142,6 +155,8 @@ def runs(work: Path, bundle: Path, repeats: int) -> dict[str, dict[str, float]]:
                                                  work / "data"),
         "now": Runner.from_data(settings, make_backend("bubblewrap"), work / "data"),
     }
+    if smoke:
+        runners = {"now": runners["now"]}
     cols = ("startup", "train", "eval", "total")
     got: dict[str, dict[str, list[float]]] = {k: {c: [] for c in cols} for k in runners}
     for i in range(repeats):
@@ -169,15 +184,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", type=Path, default=Path("tests/fixtures/sandbox/tiny"))
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="one repeat of each")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one repeat; only the pieces and the run that import no torch cold")
     args = ap.parse_args()
     repeats = 1 if args.smoke else args.repeats
     work = Path(tempfile.mkdtemp(prefix="prism-startup-"))
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    pieces(work, repeats)
-    med = runs(work, args.bundle, repeats)
-    before, now = med["before"], med["now"]
+    pieces(work, repeats, args.smoke)
+    med = runs(work, args.bundle, repeats, args.smoke)
+    now = med["now"]
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.smoke:
+        print(f"smoke: start-up now {now['startup']:.2f} s; whole run now {now['total']:.2f} s")
+        return
+    before = med["before"]
     print(f"median of {repeats}: start-up before {before['startup']:.2f} s, now "
           f"{now['startup']:.2f} s; whole run before {before['total']:.2f} s, now "
           f"{now['total']:.2f} s ({now['total'] - before['total']:+.2f} s)")
