@@ -377,7 +377,7 @@ class PeerSync:
             return None
         return (f"{stored} rows of it are stored here, and its page would add {adds}: past "
                 f"the {self.max_rows_per_peer} one validator may have stored "
-                "(agreement/sync.py: MAX_ROWS_PER_PEER)")
+                "(the setting agreement.max_rows_per_peer)")
 
     def _refuse_past_bound(self, validator: str, why: str, how: str) -> None:
         """Count a page refused by `_past_bound`; logged once a round per validator."""
