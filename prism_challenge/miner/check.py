@@ -21,7 +21,7 @@ from prism_challenge.config.settings import Settings
 from prism_challenge.isolation import IsolationBackend
 from prism_challenge.miner.data import open_local_data
 from prism_challenge.miner.findings import Finding, failed, state_findings, static_findings
-from prism_challenge.miner.outcome import run_problem
+from prism_challenge.miner.outcome import humanize, run_problem
 from prism_challenge.miner.sandbox_run import run_in_sandbox
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.stream_order import LaneOrder
@@ -136,7 +136,7 @@ def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
     if (problem := run_problem(record)) is not None:
         detail += f": {problem.line}"
     elif record.exit_detail:
-        detail += f": {record.exit_detail[-600:]}"
+        detail += f": {humanize(record.exit_detail[-600:])}"
     out.append(Finding("smoke run", "pass" if ok else "fail", detail))
     cols = record.columns
     curve = (cols.nats[cols.bytes > 0] / math.log(2) / cols.bytes[cols.bytes > 0]).tolist()

@@ -19,6 +19,13 @@ from prism_challenge.sandbox.record import RunRecord
 # a frame of the bundle's code: the sandbox mounts the bundle at /submission
 BUNDLE_FRAME = re.compile(r'File "/submission/([^"]+)", line (\d+), in (\S+)\n(?:[ \t]*(\S.*))?')
 MEMORY_LIMIT = re.compile(r"memory limit of (\d+) bytes")
+HOST_OOM = re.compile(r"host's OOM killer while under its own limit of (\d+) bytes")
+BYTE_COUNT = re.compile(r"\b(\d+) bytes\b")
+# an allocation the process itself could not get (torch's CPU allocator, CUDA, Python)
+OUT_OF_MEMORY = re.compile(r"out of memory|not enough memory|can't allocate memory|"
+                           r"OutOfMemoryError|MemoryError", re.IGNORECASE)
+MEMORY_KEY = "sandbox.memory_bytes"
+SMALLER = "make the model or the batch size smaller, or keep fewer tensors alive in train()"
 MAX_CHARS = 200  # of the exception's message and of the line of code quoted
 
 
@@ -30,6 +37,33 @@ class RunProblem:
     @property
     def line(self) -> str:
         return f"{self.what}; {self.fix}"
+
+
+def human_bytes(n: int) -> str:
+    """8589934592 -> '8.0 GiB', 3145728 -> '3.0 MiB'; under a KiB, the count in bytes."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def humanize(text: str) -> str:
+    """Every 'N bytes' of a sandbox's message written as GiB/MiB/KiB."""
+    return BYTE_COUNT.sub(lambda m: human_bytes(int(m.group(1))), text)
+
+
+def host_out_of_memory(detail: str, at: str = "") -> str | None:
+    """The one line for a run the host's OOM killer ended while it was under the sandbox's
+    own limit (this machine ran out of memory first), `at` saying how far it got; None for
+    any other run."""
+    found = HOST_OOM.search(detail or "")
+    if found is None:
+        return None
+    limit = human_bytes(int(found.group(1)))
+    return (f"this machine ran out of memory{at}, before the run reached the sandbox's limit "
+            f"of {limit} (the host's OOM killer ended it); {SMALLER}, or free memory here; to "
+            f"have the sandbox's own limit stop a run first, set {MEMORY_KEY} in your config "
+            "below the memory this machine can spare")
 
 
 def _clip(text: str) -> str:
@@ -44,7 +78,7 @@ def crash_cause(detail: str) -> str:
     The exception is the traceback's last line that is not indented (a chained exception's
     final one); the place is the innermost frame of /submission. A traceback whose kept
     frames are all inside a library says so instead of naming a line."""
-    lines = [ln for ln in detail.splitlines() if ln.strip()]
+    lines = [humanize(ln) for ln in detail.splitlines() if ln.strip()]
     outer = [ln for ln in lines if not ln[0].isspace() and not ln.startswith("Traceback")]
     cause = _clip(outer[-1] if outer else (lines[-1] if lines else "no error message"))
     frames = BUNDLE_FRAME.findall(detail)
@@ -66,14 +100,19 @@ def run_problem(record: RunRecord) -> RunProblem | None:
     done, budget = record.consumed.rows, record.budget.rows
     at = f"at row {done:,} of {budget:,}"
     if record.exit_reason == "crash":
-        return RunProblem(f"the run crashed {at} with {crash_cause(record.exit_detail)}",
+        cause = crash_cause(record.exit_detail)
+        if OUT_OF_MEMORY.search(cause.split(" (", 1)[0]):
+            return RunProblem(f"the run ran out of memory {at} with {cause}",
+                              f"{SMALLER}, then run `prism check` again")
+        return RunProblem(f"the run crashed {at} with {cause}",
                           "fix it, then run `prism check` again")
     if record.exit_reason == "memory":
         found = MEMORY_LIMIT.search(record.exit_detail)
-        limit = f"{int(found.group(1)) / 2**30:.1f} GiB, " if found else ""
-        return RunProblem(f"the run reached the sandbox's memory limit ({limit}"
-                          f"sandbox.memory_bytes) {at}",
-                          "use a smaller model or batch, or keep fewer tensors alive in train()")
+        limit = f"of {human_bytes(int(found.group(1)))} " if found else ""
+        return RunProblem(f"the run reached the sandbox's memory limit {limit}"
+                          f"({MEMORY_KEY}) {at}",
+                          f"{SMALLER}; the validators run under their own limit, so raise "
+                          f"{MEMORY_KEY} in your config only to match theirs on this machine")
     if record.exit_reason == "ok" and done < budget:
         return RunProblem(f"train(ctx) returned {at}",
                           "iterate ctx.batches(...) to its end: every token left is charged "

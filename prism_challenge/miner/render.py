@@ -11,7 +11,7 @@ from rich.text import Text
 
 from prism_challenge.miner.evaluate import EvalReport
 from prism_challenge.miner.findings import Finding
-from prism_challenge.miner.outcome import crash_traceback, run_problem
+from prism_challenge.miner.outcome import crash_traceback, humanize, run_problem
 from prism_challenge.sandbox.record import RunRecord
 
 MARK = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "skip": "[yellow]skip[/]",
@@ -70,7 +70,7 @@ def print_eval(console: Console, report: EvalReport) -> None:
     score.add_row("tokens consumed / budget",
                   f"{rec.consumed.scored_tokens:,} / {rec.budget.scored_tokens:,} scored")
     problem = run_problem(rec)
-    exit_detail = problem.what if problem else rec.exit_detail[:200]
+    exit_detail = problem.what if problem else humanize(rec.exit_detail[:200])
     score.add_row("exit", Text(rec.exit_reason + (f": {exit_detail}" if exit_detail else "")))
     console.print(score)
     gates = [Finding("gates", "pass", "step-0, causality, finite, contract, cap, gap")]
@@ -89,8 +89,9 @@ def print_eval(console: Console, report: EvalReport) -> None:
                   f"wall {report.wall_s:.1f} s", highlight=False)
     for what, path in report.files.items():
         console.print(f"wrote {what}: {path}", highlight=False, markup=False)
+    fix = f"; {problem.fix}" if problem is not None else ""  # the memory limit's
     cut = (f" (cut by the {rec.exit_reason} limit: {s.unconsumed_tokens:,} unconsumed tokens "
-           "charged)" if rec.exit_reason in ("deadline", "memory", "disk", "pids") else "")
+           f"charged{fix})" if rec.exit_reason in ("deadline", "memory", "disk", "pids") else "")
     if not cut and problem is not None:
         # a crash or an early return is charged, not zeroed: an eligible run says what it
         # cost; for one that is not, the crash is what to fix before any gate

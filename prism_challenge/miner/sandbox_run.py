@@ -10,6 +10,7 @@ from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.isolation import IsolationBackend, make_backend
 from prism_challenge.miner.data import LocalData
+from prism_challenge.miner.outcome import host_out_of_memory, humanize
 from prism_challenge.sandbox.progress import ProgressCallback
 from prism_challenge.sandbox.record import RunRecord
 from prism_challenge.sandbox.runner import Runner
@@ -18,6 +19,16 @@ from prism_challenge.verification.replay import ReplayRecord
 
 class LocalRunFailed(RuntimeError):
     """The sandbox itself failed (the validator's side, not the bundle): nothing to score."""
+
+
+def run_failure(record: RunRecord | ReplayRecord) -> LocalRunFailed:
+    """Why an `infra` run did not run here: this machine out of memory, or the sandbox."""
+    at = (f" at row {record.consumed.rows:,} of {record.budget.rows:,}"
+          if isinstance(record, RunRecord) else " in the replay")
+    if (line := host_out_of_memory(record.exit_detail, at)) is not None:
+        return LocalRunFailed(line)
+    return LocalRunFailed(f"the sandbox failed on this machine: "
+                          f"{humanize(record.exit_detail[-600:])}")
 
 
 def backend_of(settings: Settings) -> IsolationBackend:
@@ -35,7 +46,7 @@ def run_in_sandbox(bundle: Bundle, settings: Settings, data: LocalData, *,
     with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
         record = runner.run(bundle.files, bundle.digest, Path(tmp) / "run")
     if record.exit_reason == "infra":
-        raise LocalRunFailed(f"the sandbox failed on this machine: {record.exit_detail[-600:]}")
+        raise run_failure(record)
     return record
 
 
@@ -49,5 +60,5 @@ def replay_in_sandbox(bundle: Bundle, record: RunRecord, settings: Settings, dat
     with tempfile.TemporaryDirectory(prefix="prism-local-") as tmp:
         replay = runner.replay(bundle.files, record, Path(tmp) / "replay")
     if replay.exit_reason == "infra":
-        raise LocalRunFailed(f"the sandbox failed on this machine: {replay.exit_detail[-600:]}")
+        raise run_failure(replay)
     return replay

@@ -8,16 +8,21 @@ from __future__ import annotations
 import json
 import re
 
-from miner_kit import copy_example, prism_in_process
+from miner_kit import EXAMPLES, copy_example, prism_in_process
 from record_kit import synthetic_record
 
-from prism_challenge.miner.outcome import crash_cause, run_problem
+from prism_challenge.config.settings import Settings
+from prism_challenge.miner import sandbox_run
+from prism_challenge.miner.check import _run_findings
+from prism_challenge.miner.outcome import crash_cause, human_bytes, run_problem
+from prism_challenge.miner.sandbox_run import LocalRunFailed, run_in_sandbox
 from prism_challenge.sandbox.record import Consumed
 
 RAISE = '            raise ValueError("shapes do not match: 16 vs 32")'
 CRASH_CAUSE = f"ValueError: shapes do not match: 16 vs 32 (training.py line 25, in train: " \
               f"{RAISE.strip()})"
 FIX = "fix it, then run `prism check` again"
+SMALLER = "make the model or the batch size smaller, or keep fewer tensors alive in train()"
 TYPO = "    return TinyGTP(ctx.vocab_size, ctx.seq_len)\n"
 
 
@@ -117,10 +122,98 @@ def test_the_memory_limit_and_an_early_return_each_say_what_to_do():
         "exit_reason": "memory", "consumed": short,
         "exit_detail": "memory limit of 8589934592 bytes reached"})
     assert run_problem(memory).line == (
-        "the run reached the sandbox's memory limit (8.0 GiB, sandbox.memory_bytes) at row 4 "
-        "of 16; use a smaller model or batch, or keep fewer tensors alive in train()")
+        "the run reached the sandbox's memory limit of 8.0 GiB (sandbox.memory_bytes) at row 4 "
+        f"of 16; {SMALLER}; the validators run under their own limit, so raise "
+        "sandbox.memory_bytes in your config only to match theirs on this machine")
     early = finished.model_copy(update={
         "consumed": short, "exit_detail": "train() returned before the token budget was consumed"})
     assert run_problem(early).line == (
         "train(ctx) returned at row 4 of 16; iterate ctx.batches(...) to its end: every token "
         "left is charged at log2 V bits")
+
+
+def test_byte_counts_read_in_gib_and_mib():
+    assert [human_bytes(n) for n in (8 * 2**30, 3 * 2**20 // 2, 2048, 1000)] == [
+        "8.0 GiB", "1.5 MiB", "2.0 KiB", "1000 bytes"]
+
+
+def test_the_host_running_out_of_memory_locally_says_so_in_gib_with_what_to_change(
+        monkeypatch):
+    """The host's OOM killer ends a run under its own limit: an `infra` record, which a
+    local run turns into its one-line error; the limit in GiB, not 8589934592 bytes."""
+    short = Consumed(rows=4, scored_tokens=100, bytes=400, nats=50.0)
+    record = synthetic_record(8, rows=2).model_copy(update={
+        "exit_reason": "infra", "consumed": short, "exit_detail":
+        "killed by the host's OOM killer while under its own limit of 8589934592 bytes"})
+
+    class Runner:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self, *args):
+            return record
+
+    monkeypatch.setattr(sandbox_run, "Runner", Runner)
+    bundle = type("B", (), {"files": {}, "digest": "d" * 64})()
+    data = type("D", (), {"train": None, "val": None})()
+    try:
+        run_in_sandbox(bundle, None, data, backend=object())
+    except LocalRunFailed as exc:
+        line = str(exc)
+    else:
+        raise AssertionError("an infra run must raise LocalRunFailed")
+    assert line == (
+        "this machine ran out of memory at row 4 of 16, before the run reached the sandbox's "
+        f"limit of 8.0 GiB (the host's OOM killer ended it); {SMALLER}, or free memory here; "
+        "to have the sandbox's own limit stop a run first, set sandbox.memory_bytes in your "
+        "config below the memory this machine can spare")
+
+
+def test_an_allocation_that_fails_inside_train_is_named_out_of_memory_in_gib():
+    kept = ('  File "/submission/training.py", line 30, in train\n'
+            "    big = torch.empty(1 << 34)\n"
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not "
+            "enough memory: you tried to allocate 68719476736 bytes.\n")
+    short = Consumed(rows=4, scored_tokens=100, bytes=400, nats=50.0)
+    crash = synthetic_record(8, rows=2).model_copy(update={
+        "exit_reason": "crash", "consumed": short, "exit_detail": kept})
+    problem = run_problem(crash)
+    assert problem.what == (
+        "the run ran out of memory at row 4 of 16 with RuntimeError: [enforce fail at "
+        "alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
+        "allocate 64.0 GiB. (training.py line 30, in train: big = torch.empty(1 << 34))")
+    assert problem.fix == f"{SMALLER}, then run `prism check` again"
+
+
+def test_another_limit_in_the_smoke_run_line_reads_in_mib():
+    short = Consumed(rows=4, scored_tokens=100, bytes=400, nats=50.0)
+    disk = synthetic_record(8, rows=2).model_copy(update={
+        "exit_reason": "disk", "consumed": short,
+        "exit_detail": "scratch space over 67108864 bytes"})
+    smoke = next(f for f in _run_findings(disk, Settings()) if f.check == "smoke run")
+    assert smoke.detail.endswith("exit disk: scratch space over 64.0 MiB")
+
+
+def test_eval_verdict_of_a_run_cut_by_the_memory_limit_says_what_to_change():
+    from rich.console import Console
+
+    from prism_challenge.bundle import Bundle
+    from prism_challenge.miner.evaluate import EvalReport
+    from prism_challenge.miner.render import print_eval
+    from prism_challenge.registry.axes import AxisReading
+    from prism_challenge.scoring import score_record
+
+    record = synthetic_record(8, rows=2).model_copy(update={
+        "exit_reason": "memory", "exit_detail": "memory limit of 3221225472 bytes reached"})
+    report = EvalReport(Bundle.from_dir(EXAMPLES / "baseline"), [], record,
+                        score_record(record, Settings().scoring), None, None, AxisReading(),
+                        "the val split", "demo", 1.0, {})
+    console = Console(width=400, record=True)
+    print_eval(console, report)
+    text = console.export_text()
+    assert "memory: the run reached the sandbox's memory limit of 3.0 GiB" in text
+    verdict = text.strip().splitlines()[-1]
+    assert verdict.startswith("NOT ELIGIBLE") and "(cut by the memory limit:" in verdict
+    assert verdict.endswith(f"charged; {SMALLER}; the validators run under their own limit, "
+                            "so raise sandbox.memory_bytes in your config only to match "
+                            "theirs on this machine)")
