@@ -52,3 +52,18 @@ def test_static_findings_name_each_problem():
     assert any("training.py:1" in f.detail for f in failed if f.check == "policy")
     axes = " | ".join(f.detail for f in failed if f.check == "axes")
     assert "'batchnorm' is not one of" in axes and "unknown axis 'mixer'" in axes
+
+
+def test_a_misspelt_axis_names_the_closest_known_ones():
+    bundle = Bundle.from_dir(EXAMPLES / "baseline")
+    files = dict(bundle.files)
+    files["prism.toml"] = b'[axes]\noptimiser = "adamw"\nbatchsize = 32\nheads = 8\nlr = 1e-3\n'
+    failed = [f.detail for f in static_findings(Bundle(files)) if f.status == "fail"]
+    known = "batch_size, compile, layers, lr, norm, optimizer, params, position, precision"
+    assert failed == [
+        "prism.toml [axes]: unknown axis 'batchsize'; did you mean 'batch_size'? rename or "
+        f"remove it in prism.toml [axes] (known: {known})",
+        f"prism.toml [axes]: unknown axis 'heads'; rename or remove it in prism.toml [axes] "
+        f"(known: {known})",
+        "prism.toml [axes]: unknown axis 'optimiser'; did you mean 'optimizer'? rename or "
+        f"remove it in prism.toml [axes] (known: {known})"]
