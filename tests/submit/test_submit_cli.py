@@ -110,10 +110,27 @@ def test_bad_bundle_fails_before_upload(node, wallets, bundle_dir):
 
 
 def test_missing_wallet_is_a_clear_error(node, wallets, bundle_dir, tmp_path):
+    """No coldkey either: the coldkey is made first (new-hotkey alone would fail there)."""
     args = ["--wallet", "nobody", "--wallet-hotkey", "default", "--wallet-path", str(tmp_path)]
     done = prism(str(bundle_dir()), "--url", node.url, *args, ledger=node.ledger.path)
     assert done.returncode == 2
-    assert "no hotkey 'default' in wallet 'nobody'" in " ".join(done.stderr.split())
+    assert " ".join(done.stderr.split()) == (
+        f"error: no wallet 'nobody' under {tmp_path} (neither its coldkey nor its hotkey "
+        f"'default'); create the coldkey first with `btcli wallet new-coldkey --wallet nobody "
+        f"--wallet-path {tmp_path}`, then the hotkey with `btcli wallet new-hotkey --wallet "
+        f"nobody --wallet-hotkey default --wallet-path {tmp_path}`")
+    assert node.ledger.block == 0
+
+
+def test_missing_hotkey_of_a_wallet_with_its_coldkey_names_new_hotkey(node, wallets, bundle_dir):
+    wallet = wallets["miner"]
+    args = ["--wallet", wallet.name, "--wallet-hotkey", "spare", "--wallet-path", wallet.path]
+    done = prism(str(bundle_dir()), "--url", node.url, *args, ledger=node.ledger.path)
+    assert done.returncode == 2
+    said = " ".join(done.stderr.split())
+    assert f"no hotkey 'spare' in wallet '{wallet.name}'" in said
+    assert f"`btcli wallet new-hotkey --wallet {wallet.name} --wallet-hotkey spare`" in said
+    assert "new-coldkey" not in said
 
 
 def test_refusal_is_printed_with_its_rule(node, wallets, bundle_dir):
