@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from prism_challenge.bundle import Bundle
 from prism_challenge.config.settings import Settings
 from prism_challenge.isolation import IsolationBackend
@@ -30,6 +32,7 @@ from prism_challenge.scoring import ScoreResult, score_record
 SMOKE_ROWS = 64
 SMOKE_HELDOUT = 128
 INFO_ONLY_GATES = ("gap",)
+LEARNING_SHARE = 0.1  # of the steps, at each end, whose bpb the learning line compares
 # the harness's refusal of a batch over what the smoke budget's stream order allows
 OVER_STEP = re.compile(r"batch_size (\d+) is over the (\d+) rows a step may take per rank")
 
@@ -138,13 +141,31 @@ def _run_findings(record: RunRecord, settings: Settings) -> list[Finding]:
     elif record.exit_detail:
         detail += f": {humanize(record.exit_detail[-600:])}"
     out.append(Finding("smoke run", "pass" if ok else "fail", detail))
+    return out + learning_findings(record)
+
+
+def learning_findings(record: RunRecord) -> list[Finding]:
+    """Does the loss fall? The bpb of the first steps against the last ones, LEARNING_SHARE
+    of the steps at each end (at least one; every rank's batch of a step, weighted by its
+    bytes): one batch at each end is mostly the noise of which text it held. Nothing when
+    fewer than two steps were scored."""
     cols = record.columns
-    curve = (cols.nats[cols.bytes > 0] / math.log(2) / cols.bytes[cols.bytes > 0]).tolist()
-    if len(curve) >= 2:
-        trend = "falls" if curve[-1] < curve[0] else "does not fall (yet)"
-        out.append(Finding("learning", "info",
-                           f"batch bpb {curve[0]:.3f} -> {curve[-1]:.3f}: {trend}"))
-    return out
+    scored = cols.bytes > 0
+    steps = np.unique(cols.step[scored])
+    if len(steps) < 2:
+        return []
+    k = max(1, int(len(steps) * LEARNING_SHARE))
+
+    def bpb(chosen: np.ndarray) -> float:
+        mask = scored & np.isin(cols.step, chosen)
+        return float(cols.nats[mask].sum() / cols.bytes[mask].sum() / math.log(2))
+
+    first, last = bpb(steps[:k]), bpb(steps[-k:])
+    trend = "falls" if last < first else "does not fall (yet)"
+    which = (f"the first and the last of {len(steps)} steps" if k == 1 else
+             f"the first {k} and the last {k} of {len(steps)} steps "
+             f"({LEARNING_SHARE:.0%} at each end)")
+    return [Finding("learning", "info", f"bpb of {which}: {first:.3f} -> {last:.3f}: {trend}")]
 
 
 def pace_findings(record: RunRecord, settings: Settings) -> list[Finding]:

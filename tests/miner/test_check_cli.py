@@ -4,10 +4,17 @@ typer's CliRunner, without a second `import torch` and prewarmed interpreter per
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 
+import numpy as np
 import pytest
 from miner_kit import copy_example, prism, prism_in_process
+from record_kit import synthetic_record
+
+from prism_challenge.config.settings import Settings
+from prism_challenge.miner.check import _run_findings
 
 
 def _check(bundle, tiny_config, data_root, *extra, timeout: float = 240):
@@ -138,3 +145,33 @@ def test_smallest_smoke_budget_matches_the_stream_order():
         assert LaneOrder(rows, 256).max_step_rows // 2 >= batch
         assert LaneOrder(rows - 1, 256).max_step_rows // 2 < batch
     assert smallest_rows(128, settings) is None  # 2 ranks x 128 rows: more than 255 lanes
+
+
+def _with_nats(record, nats):
+    return record.model_copy(update={"steps": dataclasses.replace(record.columns, nats=nats)})
+
+
+def test_the_learning_line_compares_the_mean_of_each_end_not_one_batch():
+    """A falling run whose last batch held harder text than its first: one batch at each
+    end said "does not fall"; the first and last 10% of the steps say what the run did."""
+    record = synthetic_record(40, ranks=2)
+    cols = record.columns
+    per_byte = np.linspace(3.0, 2.0, 40)[cols.step]  # nats per byte, falling step by step
+    per_byte[cols.step == 39] = 3.5  # the last step's batches: harder text
+    record = _with_nats(record, per_byte * cols.bytes)
+    [line] = [f for f in _run_findings(record, Settings()) if f.check == "learning"]
+    head = cols.step < 4  # both ranks' batches of steps 0-3, weighted by their bytes
+    first = (per_byte[head] * cols.bytes[head]).sum() / cols.bytes[head].sum() / math.log(2)
+    assert line.detail.startswith(
+        f"bpb of the first 4 and the last 4 of 40 steps (10% at each end): {first:.3f} -> ")
+    assert line.detail.endswith(": falls")
+
+
+def test_a_two_step_run_compares_its_first_and_last_step():
+    record = synthetic_record(2)
+    cols = record.columns
+    record = _with_nats(record, np.array([4.0, 3.0]) * math.log(2) * cols.bytes)
+    [line] = [f for f in _run_findings(record, Settings()) if f.check == "learning"]
+    assert line.detail == "bpb of the first and the last of 2 steps: 4.000 -> 3.000: falls"
+    assert not [f for f in _run_findings(synthetic_record(1), Settings())
+                if f.check == "learning"]
