@@ -32,9 +32,13 @@ tasks). Module globals and instances are new for every build. What is shared:
 pass of C loops and only a changed table is walked (added public names deleted, replaced
 ones set back; private and special names cannot be written, which the AST policy
 refuses). What is left is timing (whether a kernel ran before), the moment the collector
-finalises a previous task's objects (a few noisy bits, not text), and objects a bundle can
-only reach as the result of a call, which the walk does not list (the memo caches among
-them are emptied all the same).
+finalises a previous task's objects, objects a bundle can only reach as the result of a
+call, which the walk does not list (the memo caches among them are emptied all the same),
+and the order in which the memory allocators (pymalloc's pools, the C library's caches)
+hand out blocks of a size, which a task can set by what it frees and the next read from
+addresses (`id`, `hash`, a set's order): a red team carried 22 bits a task that way without
+error, through the free lists emptied here. Only a process per task closes that
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -126,11 +130,20 @@ class SharedState:
             while lock._is_owned():
                 lock.release()
         if len(sys.modules) != self.modules:  # an import since may have made new caches
+            gc.unfreeze()  # the collector lists only what is not frozen
             (self.caches, self.abcs), self.modules = _memo_caches(), len(sys.modules)
         for cache in self.caches:
             cache.cache_clear()
         for cls in self.abcs:
             cls._abc_caches_clear()
+        # A full collection empties the interpreter's free lists (tuples, floats, lists,
+        # dicts, frames), whose order a task can set by what it frees and the next read back
+        # from the addresses it is handed (`id`, `hash`, a set's order): thousands of bits a
+        # task. It also frees the last task's cycles; what lives on is then frozen, so each
+        # collection walks only what one task made (milliseconds), and `gc.get_objects()`
+        # lists only what was made since (eval_main's check of a meta build relies on it).
+        gc.collect()
+        gc.freeze()
         if list(map(_same, self.containers, self.container_items)).count(False):
             for box, items in zip(self.containers, self.container_items, strict=True):
                 if not _same(box, items):
