@@ -17,6 +17,7 @@ import builtins
 from collections.abc import Iterator, Mapping
 
 from prism_challenge.gates import allowlist as A
+from prism_challenge.gates import receivers
 from prism_challenge.gates import rules as R
 from prism_challenge.gates.contract import ENTRY_POINTS, contract_violations
 from prism_challenge.gates.formats import format_string_problem
@@ -374,6 +375,13 @@ class _FileChecker:
                 self.flag(node, R.DISPATCH, f"'{name}' overrides intercept the harness's ops")
             else:
                 self.flag(node, R.INTROSPECT, f"'{name}' is interpreter internals")
+        if (name in self.classes and isinstance(node.ctx, ast.Load)
+                and not receivers.class_use_ok(node, self.parent)
+                and not receivers.in_annotation(node, self.parent)):
+            self.flag(node, R.SELF, (
+                f"the class '{name}' may only be called, subclassed, named in isinstance, "
+                "super or except, or have an attribute read: held elsewhere, its methods' "
+                "functions could be taken off it and called with any object as self"))
         if name in self.module_names and not (
             self._is_attribute_base(node) or self._is_attr_builtin_base(node)
         ):
@@ -546,6 +554,27 @@ class _FileChecker:
         for bound, name in _class_bindings(node):
             if name in R.HARNESS_NAMES:
                 self._flag_harness_name(bound, name, "defining")
+        self._check_receivers(node)
+
+    def _check_receivers(self, node: ast.ClassDef) -> None:
+        """A method's function stays in its class, so `self` is always the file's own
+        instance (receivers.py)."""
+        for read in receivers.method_name_reads(node):
+            self.flag(read, R.SELF, (
+                f"'{read.id}' is a method of this class: its function may not be taken out "
+                "of the class body (call it on an instance, or as Base.method(self, ...))"))
+        defs = {item.name for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        items = [(d, defs) for item in node.body
+                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for d in item.decorator_list]
+        items += [(d, set()) for d in node.decorator_list]
+        for deco, names in items:
+            if not receivers.keeps_nothing(deco, self.resolve, self.rebound, names):
+                self.flag(deco, R.SELF, (
+                    "this decorator receives the plain function (or class), which could then "
+                    "be called with any object as self; use staticmethod, classmethod, "
+                    "property (and .setter), or a library decorator (docs/gates.md)"))
 
     def _named_base(self, node: ast.AST) -> bool:
         """Does a class base name its class directly: through an import, or as a class of

@@ -10,7 +10,7 @@ reported by `prism check`.
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-9"
+POLICY_VERSION = "ast-10"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
