@@ -54,7 +54,7 @@ def rules(body: str) -> set[str]:
     "M = '{x}'.format_map({'x': 1})\nF = format(3.14159, '.2f')\n"
     "def show(x, y, w):\n    return f'{x:.3f} {y!r:>{w}}'\n",
     "import dataclasses, typing\nT = typing.TypeVar('T')\n"
-    "@dataclasses.dataclass\nclass Config:\n    width: int = 64\n"
+    "import dataclasses\n@dataclasses.dataclass\nclass Config:\n    width: int = 64\n"
     "    sizes: list = dataclasses.field(default_factory=list)\n"
     "    def __post_init__(self):\n        self.width = max(1, self.width)\n"
     "class Box(typing.Generic[T]):\n    def __init__(self, item: T) -> None:\n"
@@ -77,6 +77,19 @@ def rules(body: str) -> set[str]:
     "class RoundSTE(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
     "        return torch.round(x)\n    @staticmethod\n    def backward(ctx, g):\n"
     "        return g\n",
+    # where a class of the file and its methods may go (receivers.py)
+    "import functools\nclass Gate(torch.nn.Module):\n"
+    "    @property\n    def scale(self):\n        return self._s\n"
+    "    @scale.setter\n    def scale(self, v):\n        self._s = v\n"
+    "    @torch.no_grad()\n    def reset(self):\n        self._s = 1.0\n"
+    "    @functools.cached_property\n    def width(self):\n        return 4\n"
+    "    @classmethod\n    def make(cls):\n        return cls()\n",
+    "class Base(torch.nn.Module):\n    def block(self, x):\n        return x\n"
+    "class Deep(Base):\n    def block(self, x):\n        return Base.block(self, x) * 2\n"
+    "def pick(m: Base) -> list[Base]:\n    return [m] if isinstance(m, (Base, Deep)) else []\n"
+    "def make() -> Base:\n    return Deep()\n",
+    "import dataclasses\n@dataclasses.dataclass\nclass Config:\n    width: int = 4\n"
+    "WIDTH = Config.width\n",
 ])
 def test_honest_idioms_pass(body):
     assert arch(body) == []
