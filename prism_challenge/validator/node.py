@@ -194,8 +194,8 @@ class ValidatorNode:
     def run_forever(self) -> None:
         """Start, then block until SIGTERM/SIGINT; stop gracefully."""
         def _on_signal(signum, _frame):
+            self.stop_event.set()  # first: a loop that logs after this line has seen it set
             log.info("received %s: stopping", signal.Signals(signum).name)
-            self.stop_event.set()
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)

@@ -149,11 +149,6 @@ class EvaluationWorker:
     def verify(self, sid: int) -> None:
         """Replay a contender and record the verdict (then look for the next contender)."""
         max_attempts = self.settings.verification.max_attempts
-        if self.cancel.is_set():  # the shutdown began while it was claimed: back, unstarted
-            with self.store.session() as s:
-                verification_jobs.retry_or_fail(s, sid, SHUTDOWN_REASON, max_attempts,
-                                                counted=False)
-            return
         with self.store.session() as s:
             row = s.get(Submission, sid)
             bundle = Bundle.from_wire(row.bundle)
@@ -163,6 +158,11 @@ class EvaluationWorker:
             plan = verification_jobs.replay_plan(
                 s, sid, lambda: draw_plan(record,
                                           snapshots=self.settings.verification.snapshot_steps))
+        if self.cancel.is_set():  # the shutdown began while it was claimed: back, unstarted
+            with self.store.session() as s:
+                verification_jobs.retry_or_fail(s, sid, SHUTDOWN_REASON, max_attempts,
+                                                counted=False)
+            return
         run_dir = self.work_dir / f"{sid}-replay"
         log.info("submission %s: contender replay", sid)
         started = time.monotonic()

@@ -357,18 +357,20 @@ def test_replay_queue_and_claims_race_safely(any_store, tmp_path):
     assert {_verification(store, sid)[:2] for sid in sids} == {("running", 1)}
 
 
-def test_a_replay_claimed_as_the_shutdown_begins_goes_back_unstarted(store, tmp_path, caplog):
+def test_a_replay_claimed_as_the_shutdown_begins_goes_back_unstarted(store, tmp_path, caplog,
+                                                                     prepared_data):
     """The stop can land between a slot's last look at it and its claim of a replay: the
     claimed replay is handed back as it was (no attempt spent) and no sandbox starts."""
     settings = _settings(tmp_path)
-    sid = _scored(store, "x")
-    with store.session() as s:
-        assert verification_jobs.queue_contenders(s, settings) == [sid]
-    worker = EvaluationWorker(settings, store, runner=None, registry=None)
-    assert verification_jobs.claim(store) == sid
+    runner = Runner.from_data(settings, BubblewrapBackend(), prepared_data)
+    worker = EvaluationWorker(settings, store, runner, registry=None)
+    honest = _queued(store, "honest")
+    assert worker.run_once() == honest
+    assert _verification(store, honest) == ("queued", 0, None)
+    assert verification_jobs.claim(store) == honest
     worker.cancel.set()
     with caplog.at_level("INFO", logger="prism"):
-        worker.verify(sid)
-    assert _verification(store, sid)[:2] == ("queued", 0)
+        worker.verify(honest)
+    assert _verification(store, honest)[:2] == ("queued", 0)
     assert "contender replay" not in caplog.text
-    assert not (tmp_path / "runs" / f"{sid}-replay").exists()
+    assert not (tmp_path / "runs" / f"{honest}-replay").exists()
