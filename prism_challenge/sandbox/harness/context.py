@@ -304,6 +304,39 @@ class TrainContext:
         torch.save(state, self.__snapshot_dir / f"step_{step:08d}_rank{self.rank}.pt")
 
 
+def miner_view(ctx: TrainContext):
+    """The object `train(ctx)` is handed: the context's public face, and nothing behind it.
+
+    Its class has no instance dictionary and holds the real context only in its functions'
+    closures, which no name a bundle may use reaches. A library function that reads or
+    updates an object's `__dict__` (`LRScheduler.state_dict(obj)` returns it,
+    `load_state_dict(obj, d)` updates it), or a method of the bundle's own called with this
+    object as `self`, finds no feeder channel, snapshot folder or state watch here: the
+    harness's private fields live on `ctx`, which the bundle never holds."""
+
+    def read_only(_self, name, _value=None):
+        raise ContractError(f"ctx is read-only: ctx.{name} cannot be assigned; keep your own "
+                            "values in your own objects")
+
+    def field(name: str):
+        return property(lambda _self: getattr(ctx, name))
+
+    namespace = {
+        "__slots__": (),
+        "__doc__": TrainContext.__doc__,
+        "__setattr__": read_only,
+        "__delattr__": read_only,
+        "__repr__": lambda _self: f"<TrainContext rank {ctx.rank} of {ctx.world_size}>",
+        **{n: field(n) for n in ("model", "device", "vocab_size", "seq_len", "rank",
+                                 "world_size", "token_budget", "telemetry")},
+        "time_left": lambda _self: ctx.time_left(),
+        "log": lambda _self, **scalars: ctx.log(**scalars),
+        "batches": lambda _self, batch_size, *, autocast_dtype=None, compile=False:
+            ctx.batches(batch_size, autocast_dtype=autocast_dtype, compile=compile),
+    }
+    return type("TrainContext", (), namespace)()
+
+
 def _precision(autocast_dtype) -> str:
     import torch
 

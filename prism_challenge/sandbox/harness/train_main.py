@@ -60,7 +60,7 @@ def main() -> int:
     clock.mark("import_torch")
 
     from prism_challenge.sandbox.harness import axes
-    from prism_challenge.sandbox.harness.context import FeederChannel, TrainContext
+    from prism_challenge.sandbox.harness.context import FeederChannel, TrainContext, miner_view
     from prism_challenge.sandbox.harness.loading import (
         ContractError,
         build_model,
@@ -131,7 +131,7 @@ def main() -> int:
         )
         watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
         with watch:
-            train(ctx)
+            train(miner_view(ctx))  # the public face only: nothing of the harness behind it
         ctx.close(profile=scratch / f"step_profile_rank{rank}.json")
         grown = count_state(model, vars(architecture))
         if grown > challenge["param_cap"]:  # counted at the build; what was added since
