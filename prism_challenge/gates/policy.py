@@ -573,8 +573,9 @@ class _FileChecker:
             if not receivers.keeps_nothing(deco, self.resolve, self.rebound, names):
                 self.flag(deco, R.SELF, (
                     "this decorator receives the plain function (or class), which could then "
-                    "be called with any object as self; use staticmethod, classmethod, "
-                    "property (and .setter), or a library decorator (docs/gates.md)"))
+                    "be called with any object as self; use staticmethod, property (and "
+                    ".setter) or a library decorator (docs/gates.md); for a classmethod, a "
+                    "module-level function that builds the instance"))
 
     def _named_base(self, node: ast.AST) -> bool:
         """Does a class base name its class directly: through an import, or as a class of

@@ -7,7 +7,8 @@ decorator that receives it, through the class object held in a variable) and cal
 harness's training context reads that object's private state (a class named like the
 harness's own even gets its mangled names), and from there every module, file and frame. So
 a class body may not read the names of its own methods (only `@name.setter` and the like), a
-method's decorators are the builtins and library decorators that keep nothing, and a class
+method's decorators are `staticmethod`, `property` and library decorators that keep nothing
+(no `classmethod`: `cls.method` is the plain function again), and a class
 of the file is only called, subclassed, named by `isinstance`/`super`/`except`/annotations,
 or has an attribute read (where `Class.method` is refused unless called on `self`).
 """
@@ -17,8 +18,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-# decorators a method may have that are builtins (when nothing rebinds them)
-BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+# decorators a method may have that are builtins (when nothing rebinds them); not
+# `classmethod`: its first parameter is the class, whose methods' functions `cls.method`
+# hands out (and `return cls` the class itself); a module-level factory does the same job
+BUILTIN_DECORATORS = frozenset({"staticmethod", "property"})
 PROPERTY_PARTS = frozenset({"setter", "getter", "deleter"})
 # what a method's decorator must resolve to when it is neither: these keep nothing
 LIBRARY_DECORATORS = frozenset({

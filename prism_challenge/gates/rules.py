@@ -121,7 +121,7 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     **dict.fromkeys(
         "f_back f_globals f_locals f_builtins f_code f_trace tb_frame tb_next gi_frame "
         "gi_code gi_yieldfrom cr_frame cr_code ag_frame ag_code co_code co_consts "
-        "co_names".split(),
+        "co_names cell_contents".split(),
         (INTROSPECT, "frames and code objects expose the harness's state"),
     ),
 }

@@ -44,7 +44,6 @@ def rules(body: str) -> set[str]:
     "class Base(torch.nn.Module):\n    def __init__(self):\n        super(Base, self).__init__()\n"
     "    def forward(self, x):\n        return x\n"
     "class Child(Base):\n    def forward(self, x):\n        return Base.forward(self, x) + 1\n"
-    "    @classmethod\n    def make(cls):\n        return cls()\n"
     "    @property\n    def width(self):\n        return 4\n",
     "def build(ctx):\n    class Inner(torch.nn.Module):\n        def forward(self, x):\n"
     "            return x\n    model = Inner()\n    model.head = torch.nn.Linear(2, 2)\n"
@@ -83,7 +82,7 @@ def rules(body: str) -> set[str]:
     "    @scale.setter\n    def scale(self, v):\n        self._s = v\n"
     "    @torch.no_grad()\n    def reset(self):\n        self._s = 1.0\n"
     "    @functools.cached_property\n    def width(self):\n        return 4\n"
-    "    @classmethod\n    def make(cls):\n        return cls()\n",
+    "    @staticmethod\n    def make():\n        return Gate()\n",
     "class Base(torch.nn.Module):\n    def block(self, x):\n        return x\n"
     "class Deep(Base):\n    def block(self, x):\n        return Base.block(self, x) * 2\n"
     "def pick(m: Base) -> list[Base]:\n    return [m] if isinstance(m, (Base, Deep)) else []\n"
@@ -126,6 +125,10 @@ def test_honest_idioms_pass(body):
     ("m = getattr(torch.backends, 'cudnn')\n", "AST-MODULE-ALIAS"),
     ("from torch import nn\nm = getattr(nn, 'functional')\n", "AST-MODULE-ALIAS"),
     ("m = getattr(getattr(torch, 'nn'), 'functional')\n", "AST-MODULE-ALIAS"),
+    # a classmethod's cls.method is the plain function: called with any object as self
+    ("class A:\n    def w(self):\n        return self.__x\n    @classmethod\n"
+     "    def peek(cls, o):\n        return cls.w(o)\n", "AST-SELF"),
+    ("def f(g):\n    return g.cell_contents\n", "AST-INTROSPECT"),
     ("x = bytearray(10)\n", "AST-BLOB"),
     ("x = memoryview(b'')\n", "AST-BLOB"),
     ("x = 'a' * 1\ny = '" + "0123456789abcdef" * 3 + "'\n", "AST-BLOB"),
