@@ -17,12 +17,14 @@ DEFAULT_PATH = "~/.bittensor/wallets"  # btcli's, and WalletSettings.path's defa
 def load_wallet(name: str, hotkey: str, path: str | Path) -> bittensor.Wallet:
     """The wallet, with its hotkey already loaded (so a missing key fails here, clearly).
     Where neither key exists the btcli command for the coldkey comes first: a hotkey is made
-    under a coldkey, so `btcli wallet new-hotkey` alone fails there."""
+    under a coldkey, so `btcli wallet new-hotkey` alone fails there. A wallet outside btcli's
+    default folder gets `--wallet-path` in every command named (without it btcli works in
+    that default folder, where this wallet is not)."""
     wallet = bittensor.Wallet(name=name, hotkey=hotkey, path=str(Path(path).expanduser()))
+    where = "" if str(path) == DEFAULT_PATH else f" --wallet-path {path}"
     no_coldkey = not (wallet.coldkey_file.exists_on_device()
                       or wallet.coldkeypub_file.exists_on_device())
     if no_coldkey and not wallet.hotkey_file.exists_on_device():
-        where = "" if str(path) == DEFAULT_PATH else f" --wallet-path {path}"
         raise WalletError(
             f"no wallet '{name}' under {path} (neither its coldkey nor its hotkey "
             f"'{hotkey}'); create the coldkey first with `btcli wallet new-coldkey --wallet "
@@ -33,7 +35,7 @@ def load_wallet(name: str, hotkey: str, path: str | Path) -> bittensor.Wallet:
     except FileNotFoundError as exc:
         raise WalletError(
             f"no hotkey '{hotkey}' in wallet '{name}' under {path} ({exc}); create one with "
-            f"`btcli wallet new-hotkey --wallet {name} --wallet-hotkey {hotkey}`"
+            f"`btcli wallet new-hotkey --wallet {name} --wallet-hotkey {hotkey}{where}`"
         ) from None
     except Exception as exc:  # bittensor's keyfile errors (unreadable, bad password, corrupt)
         raise WalletError(f"cannot load hotkey '{hotkey}' of wallet '{name}': {exc}") from None

@@ -129,7 +129,8 @@ def test_missing_hotkey_of_a_wallet_with_its_coldkey_names_new_hotkey(node, wall
     assert done.returncode == 2
     said = " ".join(done.stderr.split())
     assert f"no hotkey 'spare' in wallet '{wallet.name}'" in said
-    assert f"`btcli wallet new-hotkey --wallet {wallet.name} --wallet-hotkey spare`" in said
+    assert (f"`btcli wallet new-hotkey --wallet {wallet.name} --wallet-hotkey spare "
+            f"--wallet-path {wallet.path}`") in said
     assert "new-coldkey" not in said
 
 
