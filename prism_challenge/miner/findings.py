@@ -7,7 +7,6 @@ run, locally or there.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,10 +35,7 @@ def static_findings(bundle: Bundle) -> list[Finding]:
     else:
         out.append(Finding("policy", "pass", "contract and AST policy: no violations"))
     declared = dict(bundle.meta.axes)
-    known = sorted(a.name for a in DEFAULT_AXES)
-    problems = [unknown_axis(name, known) for name in sorted(set(declared) - set(known))]
-    problems += validate_declared(DEFAULT_AXES, {k: v for k, v in declared.items()
-                                                 if k in known})
+    problems = validate_declared(DEFAULT_AXES, declared)  # a misspelt name: "did you mean"
     if problems:
         out += [Finding("axes", "fail", f"prism.toml [axes]: {p}") for p in problems]
     elif declared:
@@ -50,14 +46,6 @@ def static_findings(bundle: Bundle) -> list[Finding]:
     out += [Finding("axes", "warn", line)
             for line in axis_contradictions(bundle.files, declared)]
     return out
-
-
-def unknown_axis(name: str, known: list[str]) -> str:
-    """A declared axis the registry does not know, with the closest names it does."""
-    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
-    guess = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    return (f"unknown axis {name!r}; {guess}rename or remove it in prism.toml [axes] "
-            f"(known: {', '.join(known)})")
 
 
 def state_findings(record) -> list[Finding]:

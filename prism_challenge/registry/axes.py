@@ -9,8 +9,10 @@ disagrees with a measurement is kept as a flag, never as a value.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -160,7 +162,9 @@ def read_axes(
     known = {a.name for a in schema}
     reading = AxisReading()
     for name in sorted(set(declared) - known):
-        reading.flags.append(f"unknown declared axis {name!r} ignored")
+        hint = did_you_mean(name, known)
+        reading.flags.append(f"unknown declared axis {name!r} ignored"
+                             + (f"; {hint}" if hint else ""))
     for spec in schema:
         value: float | str | None = None
         if spec.source == "measured" and m is not None:
@@ -208,13 +212,29 @@ def validate_declared(schema: list[AxisSpec], declared: dict) -> list[str]:
     for name, value in sorted(declared.items()):
         spec = by_name.get(name)
         if spec is None:
-            problems.append(f"unknown axis {name!r}; known: {sorted(by_name)}")
+            problems.append(unknown_axis(name, by_name))
             continue
         try:
             spec.coerce(value)
         except ValueError as exc:
             problems.append(str(exc))
     return problems
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """The hint for a misspelt axis name, `did you mean 'optimizer'?` (up to three close
+    names); empty when no known name is close."""
+    close = difflib.get_close_matches(name.lower(), sorted(known), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def unknown_axis(name: str, known: Iterable[str]) -> str:
+    """A declared axis the schema does not know, with the closest names it does and the
+    next step (for `prism check`, which shows it as a problem of prism.toml)."""
+    names = sorted(known)
+    hint = did_you_mean(name, names)
+    return (f"unknown axis {name!r}; {hint + ' ' if hint else ''}rename or remove it in "
+            f"prism.toml [axes] (known: {', '.join(names)})")
 
 
 DEFAULT_AXES: list[AxisSpec] = [

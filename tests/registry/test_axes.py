@@ -68,6 +68,19 @@ def test_bad_declared_values_are_flagged_not_used():
     assert len(problems) == 3
 
 
+def test_a_misspelt_declared_axis_gets_the_closest_known_name():
+    """The validator's flag and `validate_declared` name the axis a misspelling meant, as
+    `prism check` does; a name close to none gets no guess."""
+    r = read_axes(DEFAULT_AXES, measured(), {"optimiser": "adamw", "heads": 8})
+    assert r.flags == ["unknown declared axis 'heads' ignored",
+                       "unknown declared axis 'optimiser' ignored; did you mean 'optimizer'?"]
+    known = "batch_size, compile, layers, lr, norm, optimizer, params, position, precision"
+    assert validate_declared(DEFAULT_AXES, {"batchsize": 32, "heads": 8}) == [
+        "unknown axis 'batchsize'; did you mean 'batch_size'? rename or remove it in "
+        f"prism.toml [axes] (known: {known})",
+        f"unknown axis 'heads'; rename or remove it in prism.toml [axes] (known: {known})"]
+
+
 @pytest.mark.parametrize(("harness", "arm"), [("bfloat16", "bf16"), ("float16", "fp16"),
                                               ("fp32", "fp32"), ("float8", "other")])
 def test_every_precision_the_harness_records_has_its_arm(harness, arm):
