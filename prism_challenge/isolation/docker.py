@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prism_challenge.isolation.spec import SandboxResult, SandboxSpec, StopAt
-from prism_challenge.isolation.supervise import dir_size
+from prism_challenge.isolation.spec import SandboxResult, SandboxSpec, StopAt, human_bytes
+from prism_challenge.isolation.supervise import dir_size, memory_limit_reached
 
 NOBODY = "65534:65534"
 
@@ -94,7 +94,8 @@ class DockerBackend:
                     cause, detail = "timeout", "wall-clock limit or deadline passed"
                     break
                 if dir_size(spec.scratch) > spec.limits.disk_bytes:
-                    cause, detail = "disk", f"scratch space over {spec.limits.disk_bytes} bytes"
+                    disk = human_bytes(spec.limits.disk_bytes)
+                    cause, detail = "disk", f"scratch space over {disk}"
                     break
                 time.sleep(0.5)
             if cause is not None:
@@ -103,7 +104,7 @@ class DockerBackend:
             code = container.wait(timeout=30).get("StatusCode")
             logs = container.logs(stdout=True, stderr=True, tail=2000) or b""
             if cause is None and state.get("OOMKilled"):
-                cause, detail = "memory", f"memory limit of {spec.limits.memory_bytes} bytes"
+                cause, detail = "memory", memory_limit_reached(spec.limits)
             if cause is None:
                 cause = "ok" if code == 0 else "crash"
                 detail = "" if code == 0 else f"exit status {code}"

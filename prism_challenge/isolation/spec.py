@@ -68,6 +68,15 @@ class SandboxSpec:
     prewarm: bool = True
 
 
+def human_bytes(n: int) -> str:
+    """8589934592 -> '8.0 GiB', 3145728 -> '3.0 MiB'; under a KiB, the count in bytes. How a
+    limit or a size reads in a run's detail (and wherever PRISM shows a byte count)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
 @dataclass(frozen=True)
 class SandboxResult:
     cause: ExitCause

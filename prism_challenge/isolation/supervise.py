@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from prism_challenge.isolation.cgroup import Cgroup
-from prism_challenge.isolation.spec import ExitCause, Limits, SandboxResult, StopAt
+from prism_challenge.isolation.spec import (
+    ExitCause,
+    Limits,
+    SandboxResult,
+    StopAt,
+    human_bytes,
+)
 
 # Starts a sandbox's program inside the sandbox the launcher built: (launcher, its cgroup) ->
 # the process to follow (pid, stdout, poll(), returncode, kill(): prewarm.EnteredProgram).
@@ -172,7 +178,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             elif cgroup is not None and cgroup.oom_kills() > 0:
                 cause, detail = _oom_cause(cgroup, limits)
             elif tail.total > OUTPUT_KILL_FACTOR * limits.output_bytes:
-                cause, detail = "output", f"wrote over {tail.total} bytes of output"
+                cause, detail = "output", f"wrote over {human_bytes(tail.total)} of output"
             elif cgroup is None:
                 pids = _tree(watched.pid)
                 rss = _rss(pids)
@@ -180,12 +186,12 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
                 if len(pids) > limits.pids_max:
                     cause, detail = "pids", f"process limit of {limits.pids_max} reached"
                 elif rss > limits.memory_bytes:
-                    cause, detail = "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+                    cause, detail = "memory", memory_limit_reached(limits)
             if cause is None and now >= next_disk:
                 next_disk = now + DISK_POLL_S
                 used = dir_size(scratch)
                 if used > limits.disk_bytes:
-                    cause, detail = "disk", f"scratch space over {limits.disk_bytes} bytes"
+                    cause, detail = "disk", f"scratch space over {human_bytes(limits.disk_bytes)}"
             if cause is not None:
                 break
             time.sleep(POLL_S)
@@ -206,7 +212,7 @@ def supervise(argv: list[str], limits: Limits, scratch: Path, *, name: str,
             cgroup.remove()
     code = watched.returncode
     if cause is None and code != 0 and dir_size(scratch) >= limits.disk_bytes:
-        cause, detail = "disk", f"scratch space reached {limits.disk_bytes} bytes"
+        cause, detail = "disk", f"scratch space reached {human_bytes(limits.disk_bytes)}"
     if cause is None:
         if code == 0:
             cause = "ok"
@@ -229,8 +235,13 @@ def _oom_cause(cgroup: Cgroup, limits: Limits) -> tuple[ExitCause, str]:
     peak = cgroup.peak_memory() or 0
     if cgroup.memory_limit_hits() == 0 and peak < OWN_LIMIT_FRACTION * limits.memory_bytes:
         return "host_memory", (f"killed by the host's OOM killer while under its own limit "
-                               f"of {limits.memory_bytes} bytes")
-    return "memory", f"memory limit of {limits.memory_bytes} bytes reached"
+                               f"of {human_bytes(limits.memory_bytes)}")
+    return "memory", memory_limit_reached(limits)
+
+
+def memory_limit_reached(limits: Limits) -> str:
+    """The detail of a run its own memory limit ended (every backend words it so)."""
+    return f"memory limit of {human_bytes(limits.memory_bytes)} reached"
 
 
 def _wait(program, timeout_s: float = 10.0) -> None:

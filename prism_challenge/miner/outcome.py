@@ -14,12 +14,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from prism_challenge.isolation.spec import human_bytes
 from prism_challenge.sandbox.record import RunRecord
 
 # a frame of the bundle's code: the sandbox mounts the bundle at /submission
 BUNDLE_FRAME = re.compile(r'File "/submission/([^"]+)", line (\d+), in (\S+)\n(?:[ \t]*(\S.*))?')
-MEMORY_LIMIT = re.compile(r"memory limit of (\d+) bytes")
-HOST_OOM = re.compile(r"host's OOM killer while under its own limit of (\d+) bytes")
+# Read from a humanized detail: the isolation layer writes the limit in GiB/MiB, a record
+# stored before it did so as "N bytes"; humanize() makes both read the same.
+SIZE = r"(\d+(?:\.\d+)? (?:GiB|MiB|KiB|bytes))"
+MEMORY_LIMIT = re.compile(rf"memory limit of {SIZE}")
+HOST_OOM = re.compile(rf"host's OOM killer while under its own limit of {SIZE}")
 BYTE_COUNT = re.compile(r"\b(\d+) bytes\b")
 # an allocation the process itself could not get (torch's CPU allocator, CUDA, Python)
 OUT_OF_MEMORY = re.compile(r"out of memory|not enough memory|can't allocate memory|"
@@ -39,14 +43,6 @@ class RunProblem:
         return f"{self.what}; {self.fix}"
 
 
-def human_bytes(n: int) -> str:
-    """8589934592 -> '8.0 GiB', 3145728 -> '3.0 MiB'; under a KiB, the count in bytes."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
-
-
 def humanize(text: str) -> str:
     """Every 'N bytes' of a sandbox's message written as GiB/MiB/KiB."""
     return BYTE_COUNT.sub(lambda m: human_bytes(int(m.group(1))), text)
@@ -56,10 +52,10 @@ def host_out_of_memory(detail: str, at: str = "") -> str | None:
     """The one line for a run the host's OOM killer ended while it was under the sandbox's
     own limit (this machine ran out of memory first), `at` saying how far it got; None for
     any other run."""
-    found = HOST_OOM.search(detail or "")
+    found = HOST_OOM.search(humanize(detail or ""))
     if found is None:
         return None
-    limit = human_bytes(int(found.group(1)))
+    limit = found.group(1)
     return (f"this machine ran out of memory{at}, before the run reached the sandbox's limit "
             f"of {limit} (the host's OOM killer ended it); {SMALLER}, or free memory here; to "
             f"have the sandbox's own limit stop a run first, set {MEMORY_KEY} in your config "
@@ -107,8 +103,8 @@ def run_problem(record: RunRecord) -> RunProblem | None:
         return RunProblem(f"the run crashed {at} with {cause}",
                           "fix it, then run `prism check` again")
     if record.exit_reason == "memory":
-        found = MEMORY_LIMIT.search(record.exit_detail)
-        limit = f"of {human_bytes(int(found.group(1)))} " if found else ""
+        found = MEMORY_LIMIT.search(humanize(record.exit_detail))
+        limit = f"of {found.group(1)} " if found else ""
         return RunProblem(f"the run reached the sandbox's memory limit {limit}"
                           f"({MEMORY_KEY}) {at}",
                           f"{SMALLER}; the validators run under their own limit, so raise "

@@ -12,9 +12,11 @@ from miner_kit import EXAMPLES, copy_example, prism_in_process
 from record_kit import synthetic_record
 
 from prism_challenge.config.settings import Settings
+from prism_challenge.isolation.spec import Limits, human_bytes
+from prism_challenge.isolation.supervise import memory_limit_reached
 from prism_challenge.miner import sandbox_run
 from prism_challenge.miner.check import _run_findings
-from prism_challenge.miner.outcome import crash_cause, human_bytes, run_problem
+from prism_challenge.miner.outcome import crash_cause, host_out_of_memory, run_problem
 from prism_challenge.miner.sandbox_run import LocalRunFailed, run_in_sandbox
 from prism_challenge.sandbox.record import Consumed
 
@@ -135,6 +137,26 @@ def test_the_memory_limit_and_an_early_return_each_say_what_to_do():
 def test_byte_counts_read_in_gib_and_mib():
     assert [human_bytes(n) for n in (8 * 2**30, 3 * 2**20 // 2, 2048, 1000)] == [
         "8.0 GiB", "1.5 MiB", "2.0 KiB", "1000 bytes"]
+
+
+def test_a_limit_the_sandbox_already_wrote_in_gib_reads_as_one_written_in_bytes():
+    """Details the isolation layer writes now ("of 8.0 GiB") give the same lines as those of
+    records stored before it did ("of 8589934592 bytes")."""
+    limits = Limits(wall_s=1, memory_bytes=8 * 2**30, pids_max=1, disk_bytes=1, output_bytes=1)
+    short = Consumed(rows=4, scored_tokens=100, bytes=400, nats=50.0)
+    memory = synthetic_record(8, rows=2).model_copy(update={
+        "exit_reason": "memory", "consumed": short,
+        "exit_detail": memory_limit_reached(limits)})
+    assert run_problem(memory).what == (
+        "the run reached the sandbox's memory limit of 8.0 GiB (sandbox.memory_bytes) at row 4 "
+        "of 16")
+    host = host_out_of_memory(
+        "killed by the host's OOM killer while under its own limit of 8.0 GiB", " at row 4")
+    assert host == host_out_of_memory(
+        "killed by the host's OOM killer while under its own limit of 8589934592 bytes",
+        " at row 4")
+    assert host.startswith("this machine ran out of memory at row 4, before the run reached "
+                           "the sandbox's limit of 8.0 GiB (the host's OOM killer ended it); ")
 
 
 def test_the_host_running_out_of_memory_locally_says_so_in_gib_with_what_to_change(
