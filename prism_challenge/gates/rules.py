@@ -10,7 +10,7 @@ reported by `prism check`.
 
 from __future__ import annotations
 
-POLICY_VERSION = "ast-10"
+POLICY_VERSION = "ast-11"
 
 # Rule ids a miner sees; docs/gates.md explains each.
 SYNTAX = "AST-SYNTAX"
@@ -79,6 +79,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
 ATTRIBUTES: dict[str, tuple[str, str]] = {
     "compile": (COMPILE, COMPILE_WHY),
     "from_file": (FILE, "bundles do not read files"),
+    "share_memory_": (PROCESS, "shared memory outlives the process that wrote it (the eval "
+                      "answers each held-out task in a process of its own); keep tensors "
+                      "private"),
     "from_pretrained": (DESERIALIZE, "pretrained weights are refused; build from scratch"),
     "frombuffer": (BLOB, "decoding embedded bytes into tensors smuggles data"),
     "fromhex": (BLOB, "decoding embedded hex smuggles data"),

@@ -77,6 +77,11 @@ class EvalServer:
     task left on disk. Consecutive tasks of one snapshot keep it (a snapshot is re-trained
     step by step, and a compiled one keeps its kernels there).
 
+The sandbox answers each task of a held-out model in a process of its own, and each run of
+consecutive tasks of one snapshot in one process (harness/task_process.py): a process
+that answered a snapshot and asks again is told `respawn` when the next task is another
+model's, and the task goes to the process that asks next.
+
     With `hello` None the server is held: a sandbox started before its run's training ended
     (`Runner`'s early eval sandbox) waits at its hello, having run nothing but the harness's
     own start, until `open` hands it its configuration and tasks; `close` before `open`
@@ -87,6 +92,8 @@ class EvalServer:
         self.path = Path(socket_path)
         self.scratch = scratch
         self._last: tuple | None = None  # the model of the last task handed out
+        self._pending: Task | None = None  # drawn, and held for the next process
+        self._group: tuple | None = None  # the snapshot the asking process answers
         self.hello: dict | None = None
         self.tasks: Iterator[Task] = iter(())
         self._opened = threading.Event()
@@ -140,10 +147,18 @@ class EvalServer:
             elif op == "result":
                 self._answer(header, payload)
             elif op == "task":
-                task = next(self.tasks, None)
+                task, self._pending = self._pending or next(self.tasks, None), None
                 if task is None:
                     protocol.send(conn, {"kind": "done"})
                     return
+                key = (task.model, task.snapshot)
+                if self._group is not None and key != self._group:
+                    # the process answering the last snapshot makes way for a new one
+                    self._pending, self._group = task, None
+                    protocol.send(conn, {"kind": "respawn"})
+                    continue
+                # a held-out model's process answers one task: the next asker is a new one
+                self._group = None if task.model in FRESH_MODELS else key
                 self._served += 1
                 self._current = {self._served: task}
                 key = (task.model, task.snapshot)

@@ -384,7 +384,9 @@ class Runner:
         c = self.settings.challenge
         hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
-                 "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision}
+                 "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision,
+                 # the held-out build is made once, before any task (a replay's eval has none)
+                 "held_out": phase == HELDOUT}
         if early is not None:  # started with training; its work is handed over now
             early.open(hello, tasks, lambda: self.on_progress(
                 _eval_progress(phase, list(early.server.answers), positions)))

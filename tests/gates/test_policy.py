@@ -191,6 +191,9 @@ def test_honest_idioms_pass(body):
     ("def f(x):\n    return x.untyped_storage()\n", "AST-INTROSPECT"),
     ("def f(x):\n    return x.as_strided((2,), (1,))\n", "AST-INTROSPECT"),
     ("def f(b):\n    return b.loss.grad_fn\n", "AST-INTROSPECT"),
+    # memory every forked eval task process would share
+    ("def f(t):\n    return t.share_memory_()\n", "AST-PROCESS"),
+    ("def f(t):\n    return torch.Tensor.share_memory_(t)\n", "AST-PROCESS"),
     # nn.Module machinery and special methods defined or assigned by the bundle
     ("class A(torch.nn.Module):\n    def state_dict(self):\n        return {}\n",
      "AST-OVERRIDE"),

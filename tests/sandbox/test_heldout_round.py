@@ -53,16 +53,18 @@ def test_ratio_se_matches_the_spread_of_row_ratios():
 @pytest.mark.parametrize("learner", ["eval_learner", "eval_warnings_learner",
                                      "eval_sdpa_learner", "eval_classattr_learner",
                                      "eval_typevar_learner", "eval_mode_leaker",
-                                     "eval_memo_cache_learner", "eval_freelist_learner"])
+                                     "eval_memo_cache_learner", "eval_freelist_learner",
+                                     "eval_process_learner"])
 def test_a_model_that_learns_while_evaluated_gains_nothing(runner, tiny_run, tmp_path, learner):
     """eval_learner keeps what it was shown in its globals and buffers; eval_warnings_learner
     in the process's warning filters, eval_sdpa_learner in its attention backends,
     eval_classattr_learner on a torch class, eval_typevar_learner on a TypeVar a torch class
     holds, eval_mode_leaker in inference mode left on, eval_memo_cache_learner in typing's
     subscription cache (read back with a clock), eval_freelist_learner in the order of the
-    interpreter's tuple free lists (read back from `id()`): what the eval sandbox puts back
-    (or empties) for every model it builds and every task it answers
-    (harness/shared_state.py)."""
+    interpreter's tuple free lists (read back from `id()`), eval_process_learner in the
+    process's environment (standing in for what no reset reaches, such as the order in which
+    the memory allocators hand out blocks): every held-out task is answered in a process of
+    its own, forked from one that no task ran in (harness/task_process.py)."""
     honest = tiny_run[1]  # the session's run of the tiny bundle, on the same runner
     files = bundle(learner)
     learner = runner.run(files, digest_of(files), tmp_path / "b")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -24,11 +23,8 @@ def load_module(path: Path, name: str) -> ModuleType:
 
 
 def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_params: int,
-                seed: int, device: str = "cpu"):
-    """`build_model(ctx)` on the CPU under the forced seed; checks type and parameter cap.
-    `device="meta"` builds the same structure without computing any value (the eval
-    sandbox then fills every tensor from an earlier CPU build: eval_main._Models), and
-    skips the initialisers (`_no_values`)."""
+                seed: int):
+    """`build_model(ctx)` on the CPU under the forced seed; checks type and parameter cap."""
     import torch
 
     from prism_challenge.sandbox.harness.seeding import seed_everything
@@ -38,7 +34,7 @@ def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_
         raise ContractError("architecture.py must define build_model(ctx)")
     seed_everything(seed)
     ctx = SimpleNamespace(vocab_size=vocab_size, seq_len=seq_len, max_params=max_params)
-    with torch.device(device), _no_values() if device == "meta" else contextlib.nullcontext():
+    with torch.device("cpu"):
         model = fn(ctx)
     if not isinstance(model, torch.nn.Module):
         raise ContractError(f"build_model returned {type(model).__name__}, not a torch.nn.Module;"
@@ -48,35 +44,6 @@ def build_model(architecture: ModuleType, *, vocab_size: int, seq_len: int, max_
         raise ContractError(f"the model holds {n:,} tensor elements (parameters, buffers and "
                             f"other tensors), over the cap of {max_params:,}")
     return model
-
-
-# in-place ops that change a tensor's shape, storage or flags, not only its values
-_SHAPING = frozenset({"resize_", "resize_as_", "set_", "as_strided_", "squeeze_", "unsqueeze_",
-                      "transpose_", "t_", "swapdims_", "swapaxes_", "requires_grad_",
-                      "share_memory_", "detach_", "rename_", "refine_names_"})
-
-
-def _no_values():
-    """A torch function mode in which an in-place op that only writes values (an
-    initialiser: `nn.init.normal_`, `Tensor.uniform_`, `fill_`, `mul_`, ...) on a meta tensor
-    returns that tensor untouched. On the meta device there are no values to write, but
-    torch still runs some of these through Python decompositions: `normal_` costs about
-    1 ms a call and, the first time, an import of torch._dynamo (about 2 s of CPU where it
-    is not loaded yet). The structure the build makes (modules, shapes, dtypes, flags) is
-    unchanged."""
-    import torch
-
-    class NoValues(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            first = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
-            if (name.endswith("_") and not name.endswith("__") and name not in _SHAPING
-                    and isinstance(first, torch.Tensor) and first.is_meta):
-                return first
-            return func(*args, **kwargs)
-
-    return NoValues()
 
 
 def count_params(model) -> int:

@@ -1,4 +1,5 @@
-"""Seeds and deterministic flags, set before any miner code is imported."""
+"""Seeds and deterministic flags, set before any miner code is imported, and the modes
+each eval task starts from."""
 
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ def held_out_mode(held_out: bool, strict: bool) -> None:
                                            warn_only=held_out and not strict)
 
 
+def task_modes(device):
+    """The thread's modes as a task starts from: inference mode off, gradients on (the task
+    then sets its own), autocast off on the CPU and on `device`. A model that enters a mode
+    and never leaves it (a context entered in an ExitStack it keeps) would otherwise hand
+    the next task a bit it can read, and change how the next model is built."""
+    import contextlib
+
+    import torch
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.inference_mode(False))
+    stack.enter_context(torch.enable_grad())
+    for kind in dict.fromkeys(("cpu", device.type)):
+        stack.enter_context(torch.autocast(device_type=kind, enabled=False))
+    return stack
+
+
 def inductor_deterministic() -> None:
     """Before a compile: inductor's flag agrees with torch's global mode (a build whose
     inductor did not read the environment variable gets it set here)."""
@@ -69,9 +87,9 @@ def seed_everything(seed: int) -> None:
     import torch
 
     random.seed(seed)
+    # seeds every CUDA device too, lazily: nothing here starts CUDA (the eval process forks
+    # its task processes after seeding, and a CUDA context does not survive a fork)
     torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
 
 
 def software_stack() -> dict:

@@ -47,6 +47,12 @@ class StartClock:
         self.phases[phase] = round(now - self._last, 4)
         self._last = now
 
+    def add(self, other: dict) -> None:
+        """Another clock's `{"seconds": ..., "counts": ...}` (a task process's), summed in."""
+        for kind, sec in other.get("seconds", {}).items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + float(sec)
+            self.counts[kind] = self.counts.get(kind, 0) + int(other["counts"].get(kind, 1))
+
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.phases))
 
@@ -78,16 +84,25 @@ class StepClock:
         return {"steps": self.steps,
                 "ms_per_step": {k: round(v * 1e3 / n, 4) for k, v in self.totals.items()}}
 
+    def add(self, other: dict) -> None:
+        """Another clock's `{"seconds": ..., "counts": ...}` (a task process's), summed in."""
+        for kind, sec in other.get("seconds", {}).items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + float(sec)
+            self.counts[kind] = self.counts.get(kind, 0) + int(other["counts"].get(kind, 1))
+
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.summary()))
 
 
 class WorkClock:
     """Seconds and counts of the eval sandbox's work by kind, summed over its tasks: `setup`
-    (seeding, the device's first use), `wait` (for the host's next task), `build_full` and
-    `build_copy` (a model instance built in full or on the meta device and filled from the
-    copy), `forward` (the forward pass, and the picked logits back on the host), `probe`
-    (the causality probe) and `send` (the answer to the host)."""
+    (seeding, architecture.py, the held-out build), `spare_prepare` (a task process's threads,
+    device context and model placement, while the previous task runs), `spare_idle` (its
+    wait for that task's end), `wait` (for the host's next task), `build_pristine`,
+    `build_full` and `build_kept` (a task's model: the held-out build as forked, a snapshot
+    built in full, the same snapshot again), `forward` (the forward pass, and the picked
+    logits back on the host), `probe` (the causality probe) and `send` (the answer to the
+    host)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -100,6 +115,12 @@ class WorkClock:
         self.seconds[kind] = self.seconds.get(kind, 0.0) + now - self._last
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self._last = now
+
+    def add(self, other: dict) -> None:
+        """Another clock's `{"seconds": ..., "counts": ...}` (a task process's), summed in."""
+        for kind, sec in other.get("seconds", {}).items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + float(sec)
+            self.counts[kind] = self.counts.get(kind, 0) + int(other["counts"].get(kind, 1))
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps({"seconds": {k: round(v, 4) for k, v in self.seconds.items()},

@@ -1,0 +1,60 @@
+"""On a real GPU: the eval sandbox answers every held-out task in a process of its own,
+forked from an eval process that never touched CUDA; each makes its own CUDA context
+(several prepared ahead), and the held-out figures are the same run after run. A build that
+starts CUDA in the eval process (where forks could not use it) is refused as the miner's
+error, with the fix in the message."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from prism_challenge.config import Settings
+from prism_challenge.isolation import make_backend
+from prism_challenge.sandbox.runner import Runner
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINE = ROOT / "examples" / "baseline"
+
+
+@pytest.fixture(scope="module")
+def runner(prepared_data) -> Runner:
+    settings = Settings(
+        challenge={"seq_len": 128, "token_budget": 128 * 16 * 20, "deadline_s": 120.0},
+        sandbox={"cpu_threads": 2, "memory_bytes": 16 * 2**30, "pids_max": 256,
+                 "startup_grace_s": 120.0, "eval_time_s": 300.0},
+        scoring={"heldout_positions": 512},
+    )
+    return Runner.from_data(settings, make_backend("bubblewrap"), prepared_data)
+
+
+def _files(extra: bytes = b"") -> dict[str, bytes]:
+    return {"architecture.py": (BASELINE / "architecture.py").read_bytes() + extra,
+            "training.py": (BASELINE / "training.py").read_bytes()}
+
+
+def _run(runner: Runner, files, folder: Path):
+    return runner.run(files, hashlib.sha256(b"".join(files.values())).hexdigest(), folder)
+
+
+def test_each_held_out_task_runs_in_its_own_cuda_process_with_the_same_figures(runner,
+                                                                              tmp_path):
+    first, second = (_run(runner, _files(), tmp_path / n) for n in ("a", "b"))
+    assert first.exit_reason == second.exit_reason == "ok"
+    assert first.eval.val_bpb_trained == second.eval.val_bpb_trained
+    assert first.eval.val_bpb_twin == second.eval.val_bpb_twin
+    profile = json.loads((tmp_path / "a" / "eval_scratch" / "eval_profile.json").read_text())
+    # every forward and probe in a process of its own, each prepared (its context) ahead
+    tasks = profile["counts"]["forward"] + profile["counts"]["probe"]
+    assert profile["counts"]["spare_prepare"] >= tasks
+    print("eval sandbox time (s):", profile["seconds"], "counts:", profile["counts"])
+
+
+def test_a_build_that_starts_cuda_in_the_eval_process_is_the_miners_error(runner, tmp_path):
+    record = _run(runner, _files(b"\nimport torch as _t\n_t.zeros(1, device='cuda')\n"),
+                  tmp_path / "c")
+    said = f"{record.eval.exit_reason} {record.eval.detail}"
+    assert "used CUDA while its model was built" in said, said
