@@ -47,7 +47,8 @@ class Answer:
     result: dict | None = None
 
 
-# Models rebuilt from the final weights (or the forced-seed init) for every task they answer.
+# Models answered from the final weights (or the forced-seed init) in a process of their own
+# for every task.
 FRESH_MODELS = ("trained", "twin")
 
 

@@ -46,17 +46,33 @@ class FakeGpuHost:
         self.state.write_text("".join(", ".join(r) + "\n" for r in self.rows.values()))
 
 
-# An architecture that records, from inside each sandbox process that loads it, what it can
-# see: CUDA_VISIBLE_DEVICES, the GPU nodes in /dev, its CPU cores, and torchrun's variables.
+# An architecture that records, from inside each sandbox process that loads it or runs its
+# forward (the eval answers each task in a process of its own), what it can see:
+# CUDA_VISIBLE_DEVICES, the GPU nodes in /dev, its CPU cores, and torchrun's variables.
 SEEN_PRELUDE = b'''
 import json as _json, os as _os
-_seen = {"cuda_visible_devices": _os.environ.get("CUDA_VISIBLE_DEVICES"),
-         "nodes": sorted(n for n in _os.listdir("/dev") if n.startswith("nvidia")),
-         "cpus": sorted(_os.sched_getaffinity(0)),
-         "rank": _os.environ.get("RANK"), "world_size": _os.environ.get("WORLD_SIZE"),
-         "torchelastic": "TORCHELASTIC_RUN_ID" in _os.environ}
-with open(f"/scratch/seen-{_os.getpid()}.json", "w") as _fh:
-    _json.dump(_seen, _fh)
+
+
+def _note():
+    seen = {"cuda_visible_devices": _os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "nodes": sorted(n for n in _os.listdir("/dev") if n.startswith("nvidia")),
+            "cpus": sorted(_os.sched_getaffinity(0)),
+            "rank": _os.environ.get("RANK"), "world_size": _os.environ.get("WORLD_SIZE"),
+            "torchelastic": "TORCHELASTIC_RUN_ID" in _os.environ}
+    with open(f"/scratch/seen-{_os.getpid()}.json", "w") as fh:
+        _json.dump(seen, fh)
+
+
+_note()
+_tiny_forward = Tiny.forward
+
+
+def _noting_forward(self, input_ids):
+    _note()
+    return _tiny_forward(self, input_ids)
+
+
+Tiny.forward = _noting_forward
 '''
 
 

@@ -204,16 +204,15 @@ def _harness_overhead(out: str) -> None:
     assert host, out
     assert host[1] == "3" and float(host[3]) > 0 and float(host[4]) > 0
     # the eval sandbox's account of its work: 8 held-out tasks per model (256 positions,
-    # 4 cuts a row, 32 rows a task), its recheck and a causality probe each, every one from
-    # a fresh build: in full, or copied once a full build took 0.02 s (timing: either may
-    # happen)
+    # 4 cuts a row, 32 rows a task), its recheck and a causality probe each, every one in a
+    # process of its own (forked and prepared ahead), and one more that found no task
     line = re.search(r"eval sandbox time \(s\): (.+); sum ([\d.]+)", out)
     assert line, out
     counts = {k: int(n or 1) for k, _, n in re.findall(r"(\w+) ([\d.]+)(?: x(\d+))?",
                                                         line[1])}
     assert counts["forward"] == 18 and counts["probe"] == 2 and counts["wait"] == 21
-    full, copy = counts.get("build_full", 0), counts.get("build_copy", 0)
-    assert full + copy == 20 and full >= 1, counts
+    assert counts["build_pristine"] == 20 and "build_full" not in counts, counts
+    assert counts["spare_prepare"] == counts["spare_idle"] == 21, counts
 
 
 def _cluster_overhead(out: str) -> None:

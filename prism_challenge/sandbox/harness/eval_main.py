@@ -123,8 +123,8 @@ class _Models:
 
     def prepare(self) -> None:
         """In a task process before its task: the run's threads, the device's context, the
-        build onto the device. The harness's own code only (the AST policy keeps the
-        miner's classes from overriding nn.Module's moving methods)."""
+        build and the final weights onto the device. The harness's own code only (the AST
+        policy keeps the miner's classes from overriding nn.Module's moving methods)."""
         import torch
 
         torch.set_num_threads(self.cfg["threads"])
@@ -132,6 +132,8 @@ class _Models:
         torch.empty(0, device=self.device)  # the device's context, if it has one, is made here
         if self.pristine is not None:
             self.pristine.to(self.device)
+        if self.final is not None and self.device.type != "cpu":  # the copy off the task's path
+            self.final = {k: v.to(self.device) for k, v in self.final.items()}
 
     def _build(self):
         from prism_challenge.sandbox.harness.loading import build_model
@@ -157,8 +159,7 @@ class _Models:
             if name == "trained":
                 if self.final is None:
                     raise ValueError("no final weights to evaluate")
-                torch.nn.Module.load_state_dict(
-                    self.pristine, {k: v.to(self.device) for k, v in self.final.items()})
+                torch.nn.Module.load_state_dict(self.pristine, self.final)
             self.model = self.forward = self.pristine
             self.built = "pristine"
             return self.model

@@ -113,8 +113,11 @@ def _wait(child: _Child) -> tuple[int, dict]:
 
 
 def _discard(child: _Child) -> None:
-    """End a spare that was never started."""
+    """End a spare that was never started (it ran none of the miner's code: nothing of it
+    is lost), without waiting for its preparation."""
     _close(child.go)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child.pid, signal.SIGKILL)
     _wait(child)
 
 
