@@ -35,7 +35,8 @@ class Side:
     label: str
     record: RunRecord
     score: ScoreResult
-    eligible: bool
+    eligible: bool  # on its record and verified by its replay
+    verified: bool = True  # False: its replay was skipped (`prism eval --no-replay`)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def load_stored(path: Path) -> Side:
                          f"({type(exc).__name__}); run `prism eval BUNDLE --out {path}` "
                          "again") from None
     name = summary.get("name") or record.digest[:12]
-    return Side(f"{name} (stored)", record, score, bool(summary.get("eligible")))
+    return Side(f"{name} (stored)", record, score, bool(summary.get("eligible")),
+                verified="not_verified" not in summary)
 
 
 def heldout_difference(a: EvalResult | None, b: EvalResult | None) -> Difference | None:
@@ -112,6 +114,13 @@ def _signed(d: Difference | None) -> str:
     return f"{d.value:+.4f}" + (f" ± {d.se:.4f}" if d.se is not None else "")
 
 
+def _eligible(side: Side) -> str:
+    """'True' or 'False'; an eligible record whose replay was skipped is neither."""
+    if not side.verified and side.score.eligible:
+        return "not verified (record eligible, replay skipped)"
+    return str(side.eligible)
+
+
 def _rate(rec: RunRecord) -> float | None:
     return rec.consumed.scored_tokens / rec.train_s if rec.train_s else None
 
@@ -139,7 +148,7 @@ def print_comparison(console: Console, mine: Side, ref: Side) -> Difference | No
     table.add_row("training tokens/s", "n/a" if ra is None else f"{ra:,.0f}",
                   "n/a" if rb is None else f"{rb:,.0f}",
                   "n/a" if not (ra and rb) else f"x{ra / rb:.2f}")
-    table.add_row("eligible (record and replay)", str(mine.eligible), str(ref.eligible), "")
+    table.add_row("eligible (record and replay)", _eligible(mine), _eligible(ref), "")
     console.print(table)
     if held is not None:
         z = f", {held.value / held.se:+.1f} SE" if held.se else ""

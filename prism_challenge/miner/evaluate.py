@@ -6,6 +6,11 @@ is replayed with checks drawn after it ended, and the replay's verdict decides e
 (every local run is treated as a contender). The declared axes are read against the
 registry's schema. The record, the replay, the score and a learning curve are written to the
 output folder so that two runs (or a run and a validator's number) can be compared.
+
+`skip_replay` (`prism eval --no-replay`) leaves the replay out, roughly halving the time: the
+run is then eligible on its record only, NOT verified, and the report and `score.json` say so
+(`NOT_VERIFIED`). No command replays a stored run: verifying it later is a run without
+`--no-replay`, which trains again.
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ STEPS_FILE = "steps.npz"  # the record's per-step columns (sandbox/steps.py)
 REPLAY_FILE = "replay.json"
 SCORE_FILE = "score.json"
 CURVE_FILE = "learning_curve.png"
+# said by the report and score.json of an eligible record whose replay was skipped
+NOT_VERIFIED = ("NOT VERIFIED: the replay was skipped with --no-replay. A validator "
+                "additionally replays the run with checks drawn after it ended (every batch "
+                "loss reproduced; kept positions at probed and snapshotted steps re-predicted "
+                "without their targets) before it may take weight.")
 
 
 class StaticRefusal(ValueError):
@@ -59,6 +69,9 @@ class EvalReport:
     corpus: str
     wall_s: float
     files: dict[str, Path]
+    # an eligible record whose replay `skip_replay` left out: eligible on its record only,
+    # not verified (`eligible` is False: a validator pays only a verified run)
+    replay_skipped: bool = False
 
     @property
     def eligible(self) -> bool:
@@ -70,9 +83,11 @@ class EvalReport:
 def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir: Path, *,
                     backend: IsolationBackend | None = None,
                     on_event: Callable[[str], None] | None = None,
-                    on_progress: ProgressCallback | None = None) -> EvalReport:
+                    on_progress: ProgressCallback | None = None,
+                    skip_replay: bool = False) -> EvalReport:
     """Run, score and write `record.json` (with its per-step columns in `steps.npz`),
-    `score.json` and `learning_curve.png`.
+    `score.json` and `learning_curve.png`; `replay.json` when the replay ran (an eligible
+    record, unless `skip_replay`), otherwise an earlier run's is removed.
 
     Raises (before anything runs or is written) the data errors of `open_local_data`, then
     `StaticRefusal` for a bundle the validator would refuse; `LocalRunFailed` when the
@@ -87,7 +102,8 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
                             on_progress=on_progress)
     score = score_record(record, settings.scoring)
     replay = check = None
-    if score.eligible:
+    skipped = skip_replay and score.eligible
+    if score.eligible and not skip_replay:
         replay = replay_in_sandbox(bundle, record, settings, data, backend=backend,
                                    on_event=on_event, on_progress=on_progress)
         check = verdict(replay, settings.verification)
@@ -111,8 +127,10 @@ def evaluate_bundle(bundle: Bundle, settings: Settings, data_root: Path, out_dir
                "verification": check.model_dump(mode="json") if check else None,
                "eligible": bool(score.eligible and check and check.passed),
                "axes": axes.model_dump(mode="json"), "wall_s": round(wall, 3)}
+    if skipped:
+        summary["not_verified"] = NOT_VERIFIED
     files["score"].write_text(json.dumps(summary, indent=2) + "\n")
     title = f"{bundle.meta.name or bundle.digest[:12]} on {data.corpus}"
     plot_learning_curve(record, score, files["curve"], title)
     return EvalReport(bundle, findings, record, score, replay, check, axes, data.val_source,
-                      data.corpus, wall, files)
+                      data.corpus, wall, files, replay_skipped=skipped)

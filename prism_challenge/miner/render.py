@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from prism_challenge.miner.evaluate import EvalReport
+from prism_challenge.miner.evaluate import NOT_VERIFIED, EvalReport
 from prism_challenge.miner.findings import Finding
 from prism_challenge.miner.outcome import crash_traceback, humanize, run_problem
 from prism_challenge.sandbox.record import RunRecord
@@ -96,20 +96,28 @@ def print_eval(console: Console, report: EvalReport) -> None:
         # a crash or an early return is charged, not zeroed: an eligible run says what it
         # cost; for one that is not, the crash is what to fix before any gate
         cut = (f" (but {problem.what}: {s.unconsumed_tokens:,} unconsumed tokens charged at "
-               f"log2 V bits each; {problem.fix})" if report.eligible else f" ({problem.line})")
+               f"log2 V bits each; {problem.fix})" if report.eligible or report.replay_skipped
+               else f" ({problem.line})")
     if report.eligible:
         verdict = ("[bold green]ELIGIBLE[/]: a validator would rank this run at "
                    f"{s.bpb:.4f} bpb, and its replay verifies it{cut}")
+    elif report.replay_skipped:
+        verdict = ("[bold yellow]NOT VERIFIED[/] (replay skipped with --no-replay): eligible on "
+                   f"its record; a validator would rank this run at {s.bpb:.4f} bpb only if "
+                   f"its replay verifies it{cut}")
     elif s.eligible:
         verdict = "[bold red]NOT ELIGIBLE[/]: the replay does not verify the run (see above)"
     else:
         verdict = "[bold red]NOT ELIGIBLE[/]: see the gates"
-    verdict += cut if not report.eligible else ""
+    verdict += cut if not (report.eligible or report.replay_skipped) else ""
     console.print(verdict)
 
 
 def _print_replay(console: Console, report: EvalReport) -> None:
     replay, check = report.replay, report.verification
+    if report.replay_skipped:
+        console.print(Text(NOT_VERIFIED, style="bold yellow"), highlight=False)
+        return
     if replay is None or check is None:
         console.print("replay: not run (the record is not eligible)", highlight=False)
         return
