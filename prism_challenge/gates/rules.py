@@ -79,9 +79,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
 ATTRIBUTES: dict[str, tuple[str, str]] = {
     "compile": (COMPILE, COMPILE_WHY),
     "from_file": (FILE, "bundles do not read files"),
-    "share_memory_": (PROCESS, "shared memory outlives the process that wrote it (the eval "
-                      "answers each held-out task in a process of its own); keep tensors "
-                      "private"),
+    **dict.fromkeys(("share_memory_", "share_memory"), (
+        PROCESS, "shared memory outlives the process that wrote it (the eval answers each "
+        "held-out task in a process of its own); keep tensors private")),
     "from_pretrained": (DESERIALIZE, "pretrained weights are refused; build from scratch"),
     "frombuffer": (BLOB, "decoding embedded bytes into tensors smuggles data"),
     "fromhex": (BLOB, "decoding embedded hex smuggles data"),

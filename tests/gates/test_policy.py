@@ -194,6 +194,8 @@ def test_honest_idioms_pass(body):
     # memory every forked eval task process would share
     ("def f(t):\n    return t.share_memory_()\n", "AST-PROCESS"),
     ("def f(t):\n    return torch.Tensor.share_memory_(t)\n", "AST-PROCESS"),
+    ("def f(m):\n    return m.share_memory()\n", "AST-PROCESS"),
+    ("def f(p):\n    return torch.optim.Adagrad(p).share_memory()\n", "AST-PROCESS"),
     # nn.Module machinery and special methods defined or assigned by the bundle
     ("class A(torch.nn.Module):\n    def state_dict(self):\n        return {}\n",
      "AST-OVERRIDE"),

@@ -1,8 +1,8 @@
 """On a real GPU: the eval sandbox answers every held-out task in a process of its own,
 forked from an eval process that never touched CUDA; each makes its own CUDA context
 (several prepared ahead), and the held-out figures are the same run after run. A build that
-starts CUDA in the eval process (where forks could not use it) is refused as the miner's
-error, with the fix in the message."""
+starts CUDA (forks of the eval process could not use it) is refused as the miner's error
+before training, with the fix in the message."""
 
 from __future__ import annotations
 
@@ -53,8 +53,14 @@ def test_each_held_out_task_runs_in_its_own_cuda_process_with_the_same_figures(r
     print("eval sandbox time (s):", profile["seconds"], "counts:", profile["counts"])
 
 
-def test_a_build_that_starts_cuda_in_the_eval_process_is_the_miners_error(runner, tmp_path):
+def test_a_build_that_starts_cuda_is_the_miners_error_before_training(runner, tmp_path):
+    """Refused by the training sandbox right after the build (the eval could not fork from
+    it), not after a whole run; `is_available()` in the build is fine."""
     record = _run(runner, _files(b"\nimport torch as _t\n_t.zeros(1, device='cuda')\n"),
                   tmp_path / "c")
-    said = f"{record.eval.exit_reason} {record.eval.detail}"
+    said = f"{record.exit_reason} {record.exit_detail}"
+    assert record.exit_reason == "contract", said
     assert "used CUDA while its model was built" in said, said
+    asked = _run(runner, _files(b"\nimport torch as _t\nASKED = _t.cuda.is_available()\n"),
+                 tmp_path / "d")
+    assert asked.exit_reason == "ok" and asked.eval.val_tokens > 0, asked.eval

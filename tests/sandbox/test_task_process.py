@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
-import torch
 from fixture_bundles import bundle
 
-from prism_challenge.sandbox.harness.eval_main import _Models
-from prism_challenge.sandbox.harness.loading import ContractError, load_module
 from prism_challenge.sandbox.harness.task_process import (
     DONE,
     NEXT,
+    REPORT_BYTES,
     TaskProcessError,
     fork_task,
+    read_report,
     run_task_processes,
 )
 
@@ -74,8 +76,9 @@ def test_tasks_run_one_at_a_time_each_in_a_new_process_of_an_untouched_parent(tm
         return prepare, work
 
     forks = Forks(*fork(), lambda: {"seconds": {"work": 0.5}, "counts": {"work": 1}})
-    profiles = []
-    assert run_task_processes(forks, profiles.append, spares) == DONE
+    code, reports = run_task_processes(forks, spares)
+    assert code == DONE
+    profiles = [read_report(r) for r in reports]
     lines = [line.split() for line in log.read_text().splitlines()]
     runs = [line for line in lines if line[0] in ("start", "end")]
     # start and end alternate: no task starts before the one before it ended
@@ -91,13 +94,14 @@ def test_tasks_run_one_at_a_time_each_in_a_new_process_of_an_untouched_parent(tm
     assert set(pids) <= set(prepared)
     assert len(profiles) == 5 and profiles[0] == {"seconds": {"work": 0.5},
                                                   "counts": {"work": 1}}
+    assert {len(r) for r in reports} == {REPORT_BYTES}  # the same allocation every time
     assert forks.all_reaped() and len(forks.pids) == 5 + spares
 
 
 def test_a_task_process_killed_by_a_signal_is_named_and_nothing_is_left_running():
     forks = Forks(lambda: None, lambda prepared: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(TaskProcessError, match="killed by signal SIGKILL"):
-        run_task_processes(forks, lambda profile: None)
+        run_task_processes(forks)
     assert forks.all_reaped()
 
 
@@ -112,42 +116,30 @@ def test_what_preparing_raised_reaches_the_task_which_reports_it(tmp_path):
         return 4  # FAILED: the process reported it
 
     forks = Forks(prepare, work)
-    assert run_task_processes(forks, lambda p: None) == 4
+    assert run_task_processes(forks)[0] == 4
     assert seen.read_text() == "RuntimeError('no device here')"
     assert forks.all_reaped()
 
 
-SHARED = b'''
-import torch
-from torch import nn
-
-
-class Shared(nn.Module):
-    def __init__(self, vocab_size):
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, 8)
-        self.memo = torch.zeros(4)
-        self.memo.share_memory_()  # every forked task process would write the same pages
-
-    def forward(self, input_ids):
-        return self.embed(input_ids)
-
-
-def build_model(ctx):
-    return Shared(ctx.vocab_size)
-'''
-
-
-def test_a_build_that_puts_a_tensor_in_shared_memory_is_refused(tmp_path):
-    arch = tmp_path / "architecture.py"
-    arch.write_bytes(SHARED.replace(b"self.memo.share_memory_()", b"pass"))
-    honest = _Models(load_module(arch, "architecture"), CFG, tmp_path)
-    honest.build_pristine()
-    assert isinstance(honest.pristine, torch.nn.Module) and honest.final is None
-    arch.write_bytes(SHARED)
-    models = _Models(load_module(arch, "architecture"), CFG, tmp_path)
-    with pytest.raises(ContractError, match=r"shared memory .*share_memory_"):
-        models.build_pristine()
+def test_the_kernel_s_account_refuses_shared_memory():
+    """`fork_refusal` reads /proc/self/maps and /proc/self/task, which no Python object can
+    hide from (a tensor held only by an autograd graph is invisible to the collector), in
+    a fresh interpreter as the eval process is."""
+    script = textwrap.dedent("""
+        import torch
+        from prism_challenge.sandbox.harness.task_process import fork_refusal
+        torch.set_num_threads(1)
+        print(fork_refusal())
+        t = torch.zeros(4)
+        t.share_memory_()
+        print(fork_refusal())
+        del t
+        print(fork_refusal())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0] == "None" and out[2] == "None", out
+    assert "left memory shared between processes" in out[1] and "/dev/shm/torch_" in out[1]
 
 
 def test_the_eval_refuses_a_shared_memory_build_in_the_real_sandbox(run):
@@ -163,5 +155,43 @@ def test_the_eval_refuses_a_shared_memory_build_in_the_real_sandbox(run):
     record = run({**tiny, "architecture.py": shared.encode()})
     assert record.exit_reason == "ok"  # training was fine
     said = f"{record.eval.exit_reason} {record.eval.detail}"
-    assert "shared memory" in said and "share_memory_" in said, said
+    assert "left memory shared between processes" in said, said
     assert record.eval.val_tokens == 0
+
+
+def test_memory_shared_after_every_check_of_the_build_is_still_refused(run):
+    """A red team's learner shares its memory from a finaliser the eval process's own
+    collection runs just before it forks (fixture `eval_shm_learner`: 2.4692 against the
+    honest 2.5537, eligible, against a check of the build's objects); the kernel's account
+    is read before every fork."""
+    record = run(bundle("eval_shm_learner"))
+    assert record.exit_reason == "ok"
+    said = f"{record.eval.exit_reason} {record.eval.detail}"
+    assert "left memory shared between processes" in said, said
+    assert record.eval.val_tokens == 0
+
+
+def test_a_task_process_keeps_no_descriptor_it_inherited_but_stdio_and_what_it_was_given(
+        tmp_path):
+    """A pipe the eval process held (made by anything before the forks) would be a channel
+    from one task to the next: each task process closes it before anything runs."""
+    held_r, held_w = os.pipe()
+    given_r, given_w = os.pipe()
+    seen = tmp_path / "seen"
+
+    def work(prepared):
+        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+        seen.write_text(" ".join(map(str, fds)))
+        return DONE
+
+    try:
+        forks = Forks(lambda: None, work)
+        forks.args = (*forks.args, (given_r,))
+        assert run_task_processes(forks)[0] == DONE
+    finally:
+        for fd in (held_r, held_w, given_r, given_w):
+            os.close(fd)
+    fds = [int(n) for n in seen.read_text().split()]
+    assert held_r not in fds and held_w not in fds and given_w not in fds
+    assert given_r in fds and {0, 1, 2} <= set(fds)
+    assert len(fds) <= 7  # stdio, the one kept, its two pipes, and the listing's own

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prism_challenge.sandbox import protocol
 from prism_challenge.sandbox.harness.buffers import buffers_kept
-from prism_challenge.sandbox.harness.loading import ContractError
+from prism_challenge.sandbox.harness.loading import CUDA_IN_BUILD, ContractError
 from prism_challenge.sandbox.harness.quick_exit import exit_now
 from prism_challenge.sandbox.harness.seeding import (
     held_out_mode,
@@ -29,7 +29,9 @@ from prism_challenge.sandbox.harness.task_process import (
     DONE,
     FAILED,
     NEXT,
+    fork_refusal,
     fork_task,
+    read_report,
     run_task_processes,
 )
 
@@ -97,29 +99,14 @@ class _Models:
         self.built = ""  # how the last `get` made its model: "pristine", "full" or "kept"
 
     def build_pristine(self) -> None:
-        """The forced-seed build, in the eval process (on the CPU, before any task). A build
-        that started CUDA here, or put a tensor in shared memory, is refused: the first
-        would leave the task processes without a GPU, the second is memory every task
-        process would share."""
-        import gc
-        import warnings
-
+        """The forced-seed build, in the eval process (on the CPU, before any task). What it
+        leaves must let the process fork (task_process.fork_refusal, checked before each)."""
         import torch
 
         self.pristine = self._build()
         final = self.inputs / "final.pt"
         if final.exists():
             self.final = torch.load(final, weights_only=True, map_location="cpu")
-        if torch.cuda.is_initialized():
-            raise ContractError("architecture.py used CUDA while its model was built: build on "
-                                "the CPU (the harness moves the model to the GPU)")
-        with warnings.catch_warnings():  # isinstance on a deprecated alias warns
-            warnings.simplefilter("ignore")
-            shared = any(isinstance(o, torch.Tensor) and o.is_shared()
-                         for o in gc.get_objects())
-        if shared:
-            raise ContractError("architecture.py put a tensor in shared memory while its model "
-                                "was built (share_memory_): remove that call")
 
     def prepare(self) -> None:
         """In a task process before its task: the run's threads, the device's context, the
@@ -221,12 +208,19 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
     gc.freeze()
     # a GPU's context takes longer to make than a task's forward: several are made ahead
     spares = GPU_SPARES if os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "-1") else 1
-    done = run_task_processes(lambda: _fork(sock, models, strict), clock.add, spares)
+    done, reports = run_task_processes(lambda: _fork(sock, models, strict), spares)
+    for report in reports:  # parsed only now: see task_process._wait
+        clock.add(read_report(report))
     if done == FAILED:
         raise _Reported()
 
 
 def _fork(sock, models: _Models, strict: bool):
+    import torch
+
+    refusal = fork_refusal() or (CUDA_IN_BUILD if torch.cuda.is_initialized() else None)
+    if refusal is not None:  # checked before every fork: nothing after it can slip by
+        raise ContractError(refusal)
     clock = WorkClock()
 
     def prepare() -> None:
@@ -243,7 +237,8 @@ def _fork(sock, models: _Models, strict: bool):
             _report(sock, exc)
             return FAILED
 
-    return fork_task(prepare, work, lambda: {"seconds": clock.seconds, "counts": clock.counts})
+    return fork_task(prepare, work, lambda: {"seconds": clock.seconds, "counts": clock.counts},
+                     keep=(sock.fileno(),))
 
 
 def _answer_tasks(sock, models: _Models, strict: bool, clock: WorkClock) -> int:

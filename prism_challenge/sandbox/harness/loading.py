@@ -12,6 +12,13 @@ class ContractError(RuntimeError):
     """The miner's code broke the contract of docs/miners.md (the message says how)."""
 
 
+# The eval answers each held-out task in a process forked from the one that built the model,
+# and a CUDA context does not survive a fork: the build must leave CUDA unstarted.
+CUDA_IN_BUILD = ("architecture.py used CUDA while its model was built: ask only "
+                 "torch.cuda.is_available() or device_count() there, and anything else of "
+                 "the GPU in forward (the harness moves the model to the GPU)")
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -36,11 +36,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prism_challenge.sandbox.harness.loading import CUDA_IN_BUILD
+
 # How a task process ends (its exit status); anything else is a crash of the process.
 NEXT = 0  # answered its task(s): the next process takes over
 DONE = 3  # the host has no task left
 FAILED = 4  # it reported its failure to the host itself
 CRASHED = 5  # it ended on an error it could not report
+REPORT_BYTES = 4096  # a task process's profile, padded: the same allocation for every task
 
 
 class TaskProcessError(RuntimeError):
@@ -60,21 +63,21 @@ class _Child:
 
 
 def fork_task(prepare: Callable[[], None], work: Callable[[BaseException | None], int],
-              profile: Callable[[], dict]) -> _Child:
-    """Fork a task process: it runs `prepare` at once, waits for its start, runs `work`
-    with what `prepare` raised, if anything (`work` reports it to the host), whose return
-    is its exit status, and writes `profile()` back as it exits."""
+              profile: Callable[[], dict], keep: tuple[int, ...] = ()) -> _Child:
+    """Fork a task process: it closes every descriptor it inherited but stdio, `keep` and
+    its own pipes, runs `prepare` at once, waits for its start, runs `work` with what
+    `prepare` raised, if anything (`work` reports it to the host), whose return is its exit
+    status, and writes `profile()` back as it exits."""
     go_r, go_w = os.pipe()
     rep_r, rep_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the task process
         code = CRASHED
         try:
-            # its own ends, and the parent's ends of the spares forked before it: a copy of
-            # another spare's start pipe held here would keep that spare from ever seeing
-            # it closed
-            for fd in (go_w, rep_r, *_PARENT_ENDS):
-                os.close(fd)
+            # nothing inherited outlives the task or is shared with another: a descriptor
+            # the eval process held (another spare's start pipe would also keep that spare
+            # from ever seeing it closed) is closed before anything runs
+            _close_all_but(0, 1, 2, go_r, rep_w, *keep)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             prepared: BaseException | None = None
             try:
@@ -83,7 +86,9 @@ def fork_task(prepare: Callable[[], None], work: Callable[[BaseException | None]
                 prepared = exc
             code = work(prepared) if os.read(go_r, 1) == b"g" else DONE
             with contextlib.suppress(Exception):
-                os.write(rep_w, json.dumps(profile()).encode())
+                report = json.dumps(profile()).encode()
+                if len(report) <= REPORT_BYTES:
+                    os.write(rep_w, report.ljust(REPORT_BYTES))
         finally:
             os._exit(code)
     os.close(go_r)
@@ -92,24 +97,57 @@ def fork_task(prepare: Callable[[], None], work: Callable[[BaseException | None]
     return _Child(pid, go_w, rep_r)
 
 
+def fork_refusal() -> str | None:
+    """Why the eval process, as it is now, must not fork task processes (None: it may), from
+    the kernel's own account of it, which no object can hide from: a writable mapping
+    shared with other processes (a tensor put in shared memory: every task would read what
+    the one before wrote) or a mapping of the GPU's device files (CUDA started here: the
+    forks could not use it). Threads are not refused: numpy's BLAS starts its own at import,
+    and a thread of the eval process sees nothing a task process writes."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            perms, path = fields[1], fields[5] if len(fields) > 5 else ""
+            if path.startswith("/dev/nvidia"):
+                return CUDA_IN_BUILD
+            if perms[1] == "w" and perms[3] == "s":
+                return ("architecture.py left memory shared between processes while its "
+                        f"model was built ({path or 'anonymous'}: share_memory or a shared "
+                        "tensor): every held-out task would read what the one before it "
+                        "wrote; remove it")
+    return None
+
+
+def _close_all_but(*keep: int) -> None:
+    fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    for fd in fds:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def _close(fd: int) -> None:
     _PARENT_ENDS.discard(fd)
     with contextlib.suppress(OSError):
         os.close(fd)
 
 
-def _wait(child: _Child) -> tuple[int, dict]:
-    """The child's exit status (negative: the signal that ended it) and its profile."""
+def _wait(child: _Child) -> tuple[int, bytes]:
+    """The child's exit status (negative: the signal that ended it) and its report, read
+    whole and not parsed: every task leaves the eval process the same allocations, whatever
+    its report says (its times are the miner's to shape)."""
     _, status = os.waitpid(child.pid, 0)
-    data = b""
-    while chunk := os.read(child.report, 1 << 16):
-        data += chunk
+    report = os.read(child.report, REPORT_BYTES)
     _close(child.report)
+    return os.waitstatus_to_exitcode(status), report
+
+
+def read_report(report: bytes) -> dict:
+    """A task process's profile, from its fixed-size report (empty: none written)."""
     try:
-        profile = json.loads(data) if data else {}
+        return json.loads(report) if report.strip() else {}
     except ValueError:
-        profile = {}
-    return os.waitstatus_to_exitcode(status), profile
+        return {}
 
 
 def _discard(child: _Child) -> None:
@@ -121,25 +159,28 @@ def _discard(child: _Child) -> None:
     _wait(child)
 
 
-def run_task_processes(fork: Callable[[], _Child], on_profile: Callable[[dict], None],
-                       spares: int = 1) -> int:
+def run_task_processes(fork: Callable[[], _Child], spares: int = 1
+                       ) -> tuple[int, list[bytes]]:
     """Task processes one after another until one finds no task left (DONE) or one fails;
-    returns DONE or FAILED, raises TaskProcessError for a crashed one. `spares` processes are
-    kept forked and preparing ahead of the one at work (where preparing is slow, a GPU's
+    returns DONE or FAILED with every process's report, in order (`read_report` parses one:
+    only after the last task), raises TaskProcessError for a crashed one. `spares` processes
+    are kept forked and preparing ahead of the one at work (where preparing is slow, a GPU's
     context, several overlap it), each started only after the one before it exited."""
-    ahead = deque(fork() for _ in range(max(1, spares)))
+    ahead: deque[_Child] = deque()
+    reports: list[bytes] = []
     try:
+        ahead.extend(fork() for _ in range(max(1, spares)))
         while True:
             current = ahead.popleft()
             os.write(current.go, b"g")
             _close(current.go)
             ahead.append(fork())
-            code, profile = _wait(current)
-            on_profile(profile)
+            code, report = _wait(current)
+            reports.append(report)
             if code == NEXT:
                 continue
             if code in (DONE, FAILED):
-                return code
+                return code, reports
             how = (f"was killed by signal {signal.Signals(-code).name}" if code < 0
                    and -code in signal.valid_signals() else f"exited with status {code}")
             raise TaskProcessError(f"an eval task's process {how} (the memory limit, if it "

@@ -62,6 +62,7 @@ def main() -> int:
     from prism_challenge.sandbox.harness import axes
     from prism_challenge.sandbox.harness.context import FeederChannel, TrainContext, miner_view
     from prism_challenge.sandbox.harness.loading import (
+        CUDA_IN_BUILD,
         ContractError,
         build_model,
         count_params,
@@ -93,6 +94,8 @@ def main() -> int:
         clock.mark("import_architecture")
         model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
                             max_params=challenge["param_cap"], seed=seed)
+        if torch.cuda.is_initialized():  # refused here, before training, not at the eval
+            raise ContractError(CUDA_IN_BUILD)
         observed.update(param_count=count_params(model), state_count=count_state(model),
                         layer_count=axes.layer_count(model),
                         module_census=axes.module_census(model))
