@@ -132,14 +132,23 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
 # Names refused in architecture.py only. Its code also runs in the evaluation process, which
 # answers many held-out tasks one after another: a counter that outlives a task could carry
 # what one task was shown into the next (training.py never runs there).
-ARCHITECTURE_PATHS: dict[str, tuple[str, str]] = dict.fromkeys(
-    ["torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated",
-     "torch.cuda.memory_reserved", "torch.cuda.max_memory_reserved",
-     "torch.cuda.reset_peak_memory_stats"],
-    (INTROSPECT, "the GPU's memory counters outlive an evaluation task, so architecture.py may "
-     "not read them (they could carry what one held-out task saw to the next); read them in "
-     "training.py"),
-)
+ARCHITECTURE_PATHS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(
+        ["torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated",
+         "torch.cuda.memory_reserved", "torch.cuda.max_memory_reserved",
+         "torch.cuda.reset_peak_memory_stats"],
+        (INTROSPECT, "the GPU's memory counters outlive an evaluation task, so "
+         "architecture.py may not read them (they could carry what one held-out task saw to "
+         "the next); read them in training.py")),
+    # every held-out task starts when the one before it ended: a model holding a clock could
+    # choose when it ends and the next read when it started (a red team carried 3 bits a
+    # task so), so the model reads no clock at all
+    **dict.fromkeys(
+        ["time", *(f"time.{n}" for n in "time time_ns perf_counter perf_counter_ns monotonic "
+                                         "monotonic_ns".split())],
+        (INTROSPECT, "architecture.py may not read a clock (one held-out task could time its "
+         "end for the next to read); time things in training.py")),
+}
 
 # Dunder names a bundle may use; every other dunder name or attribute is introspection.
 DUNDER_NAMES = frozenset({"__name__", "__all__", "__slots__"})
