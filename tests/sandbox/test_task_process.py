@@ -95,7 +95,8 @@ def test_tasks_run_one_at_a_time_each_in_a_new_process_of_an_untouched_parent(tm
     assert len(profiles) == 5 and profiles[0] == {"seconds": {"work": 0.5},
                                                   "counts": {"work": 1}}
     assert {len(r) for r in reports} == {REPORT_BYTES}  # the same allocation every time
-    assert forks.all_reaped() and len(forks.pids) == 5 + spares
+    # five started (four tasks, then the one that found none) and the spares left over
+    assert forks.all_reaped() and len(forks.pids) == 5 + spares - 1
 
 
 def test_a_task_process_killed_by_a_signal_is_named_and_nothing_is_left_running():
@@ -195,3 +196,26 @@ def test_a_task_process_keeps_no_descriptor_it_inherited_but_stdio_and_what_it_w
     assert held_r not in fds and held_w not in fds and given_w not in fds
     assert given_r in fds and {0, 1, 2} <= set(fds)
     assert len(fds) <= 7  # stdio, the one kept, its two pipes, and the listing's own
+
+
+def test_a_refused_fork_leaves_no_task_running_and_every_process_reaped(tmp_path):
+    """`fork` raises when the eval process may no longer fork (fork_refusal): that happens
+    before the next task starts, so no task process is left talking to the host."""
+    log = tmp_path / "log"
+
+    def work(prepared):
+        with log.open("a") as f:
+            f.write("start\n")
+        return NEXT
+
+    forks = Forks(lambda: None, work)
+
+    def fork():
+        if len(forks.pids) == 3:
+            raise RuntimeError("refused")
+        return forks()
+
+    with pytest.raises(RuntimeError, match="refused"):
+        run_task_processes(fork, spares=2)
+    assert log.read_text().count("start") == 2  # the third was forked, never started
+    assert forks.all_reaped() and len(forks.pids) == 3

@@ -169,12 +169,14 @@ def run_task_processes(fork: Callable[[], _Child], spares: int = 1
     ahead: deque[_Child] = deque()
     reports: list[bytes] = []
     try:
-        ahead.extend(fork() for _ in range(max(1, spares)))
+        ahead.extend(fork() for _ in range(max(1, spares) - 1))
         while True:
+            # forked before the current one starts: a fork refused (`fork` raises) leaves
+            # no task running, and every process forked so far is ended below
+            ahead.append(fork())
             current = ahead.popleft()
             os.write(current.go, b"g")
             _close(current.go)
-            ahead.append(fork())
             code, report = _wait(current)
             reports.append(report)
             if code == NEXT:
