@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from prism_challenge.registry.axes import AxisReading, AxisSpec
+from prism_challenge.registry.axes import AxisReading, AxisSpec, did_you_mean
 
 
 class _Spec(BaseModel):
@@ -114,11 +114,10 @@ def check_against(spec, schema: list[AxisSpec]) -> None:
     by_name = {a.name: a for a in schema}
     for name in axes_of(spec):
         if name not in by_name:
-            raise ValueError(f"unknown axis {name!r}")
+            hint = did_you_mean(name, by_name)
+            raise ValueError(f"unknown axis {name!r}" + (f"; {hint}" if hint else ""))
     if isinstance(spec, SingleFactor):
-        arms = by_name[spec.axis].arms
-        if spec.treatment == spec.control or {spec.treatment, spec.control} - set(arms):
-            raise ValueError(f"{spec.axis}: need two different arms of {arms}")
+        _two_arms(spec.axis, spec.treatment, spec.control, by_name[spec.axis].arms)
     elif isinstance(spec, Threshold):
         axis = by_name[spec.axis]
         if axis.kind == "categorical" or not axis.low < spec.threshold < axis.high:
@@ -127,9 +126,17 @@ def check_against(spec, schema: list[AxisSpec]) -> None:
         if spec.axis_a == spec.axis_b:
             raise ValueError("an interaction needs two different axes")
         for name, x1, x0 in ((spec.axis_a, spec.a1, spec.a0), (spec.axis_b, spec.b1, spec.b0)):
-            arms = by_name[name].arms
-            if x1 == x0 or {x1, x0} - set(arms):
-                raise ValueError(f"{name}: need two different arms of {arms}")
+            _two_arms(name, x1, x0, by_name[name].arms)
+
+
+def _two_arms(axis: str, first: str, second: str, arms: list[str]) -> None:
+    """A contrast needs two different arms the axis has; a misspelt arm gets the close ones."""
+    if first != second and not {first, second} - set(arms):
+        return
+    hints = [f"{x!r}: {h}" for x in dict.fromkeys((first, second))
+             if x not in arms and (h := did_you_mean(x, arms))]
+    raise ValueError(f"{axis}: need two different arms of {arms}"
+                     + "".join(f"; {h}" for h in hints))
 
 
 def canonical_key(spec) -> str:

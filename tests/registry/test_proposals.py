@@ -147,3 +147,31 @@ def test_canary_without_an_effect_is_reverted(store, client, llm, llm_settings):
     runs = moved["H002"]["runs"]
     assert len(runs) == 10 and all(len(r["submissions"]) == 2 for r in runs)
     assert runs[0]["submissions"] == [101, 100]  # the run that completed it, then its partner
+
+
+def test_a_misspelt_axis_or_arm_is_refused_with_the_close_names(store, client, llm,
+                                                                 llm_settings):
+    """A proposer that misspells an axis or an arm hears the names it probably meant, in the
+    reason the journal keeps (an unrelated name gets the plain refusal)."""
+    reg = Registry(store, RegistrySettings(max_proposals=4, cycle_scored=1), seeds=[OPT])
+    reg.observe(obs(0, 2.0))
+    llm.queue({"hypotheses": [
+        _h({"kind": "single", "axis": "optimzer", "treatment": "muon", "control": "adamw"}),
+        _h({"kind": "single", "axis": "norm", "treatment": "rmsnrom", "control": "layernorm"}),
+        _h({"kind": "interaction", "axis_a": "norm", "a1": "rmsnorm", "a0": "layernorm",
+            "axis_b": "optimizer", "b1": "muon", "b0": "muon"}),
+        _h({"kind": "single", "axis": "heads", "treatment": "8", "control": "4"}),
+    ]})
+    result = run_cycle(reg, client, llm_settings)
+    assert result.error is None and result.accepted == []
+    reasons = [why for _, why in result.refused]
+    arms = reg.state().schema()
+    norm_arms = next(a for a in arms if a.name == "norm").arms
+    opt_arms = next(a for a in arms if a.name == "optimizer").arms
+    assert reasons == [
+        "axes: unknown axis 'optimzer'; did you mean 'optimizer'?",
+        f"axes: norm: need two different arms of {norm_arms}; 'rmsnrom': did you mean "
+        "'rmsnorm'?",
+        f"axes: optimizer: need two different arms of {opt_arms}",
+        "axes: unknown axis 'heads'",
+    ]
