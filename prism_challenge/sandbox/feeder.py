@@ -9,7 +9,10 @@ the deadline. The record it assembles is the authoritative account of the run.
 
 In a replay (contender verification) the same feeder serves the same stream and, at steps
 decided only now, asks the harness for target-absent predictions and snapshots; what the
-replay reports is compared with what the original run committed to (see `replay.py`).
+replay reports is compared with what the original run committed to (see `replay.py`). A
+snapshot arrives over the socket as the harness writes it and is written by the feeder into
+a host folder no sandbox mounts: no file of it is ever in the training sandbox's reach, so
+nothing the run does after the snapshot (training on later targets) can rewrite it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class FeederPlan:
     # replay: the most the deadline moves out by the time rank 0 spends on probe forwards
     # (from serving a probed step's rows to its probe answer), the checks' own cost
     probe_allowance_s: float = 0.0
+    # replay: the most bytes all of a run's snapshots may take together (the bound the
+    # training scratch set when they were written there: the sandbox's disk limit)
+    snapshot_bytes: int = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,8 @@ class Served:
     probed: list[float] | None = None  # replay: target-absent losses at the kept positions
     probe_asked: bool = False
     snapshot_asked: bool = False
+    snapshot_received: int = 0  # bytes of the snapshot written to the host folder so far
+    snapshot: Path | None = None  # the whole snapshot, in the host folder, once it ended
     kept: tuple[np.ndarray, np.ndarray] | None = None  # (rows, positions) the record keeps
     pending: bytes | None = None  # its losses, arrived and not yet summed (Feeder._settle)
     served_at: float = 0.0  # monotonic time its rows were handed out
@@ -140,14 +148,18 @@ class FeederState:
     probe_extension_s: float = 0.0  # replay: how far the probes' own time moved the deadline
     incomparable: str | None = None  # replay: this stack cannot judge the original run
     last_loss: tuple[int, float] | None = None  # (step, nats per scored token): progress only
+    snapshot_bytes: int = 0  # replay: bytes of snapshots received, all ranks together
 
 
 class Feeder:
     def __init__(self, stream, plan: FeederPlan, socket_path: Path,
-                 replay: ReplayPlan | None = None) -> None:
+                 replay: ReplayPlan | None = None, snapshot_dir: Path | None = None) -> None:
+        """`snapshot_dir`: the host folder a replay's snapshots are written to, one that is
+        not mounted in the training sandbox (without it, any snapshot is refused)."""
         self.stream = stream
         self.plan = plan
         self.replay = replay
+        self.snapshot_dir = snapshot_dir
         self.order = LaneOrder(plan.budget_rows, plan.lanes)
         # a replay reproduces a scored run to its checks: it is never stopped early
         self.watch = Watch(plan.early_stop) if plan.early_stop and replay is None else None
@@ -201,6 +213,16 @@ class Feeder:
                 return served.scored.size * 4
             # one float64 per kept position asked, at most one per scored one
             return served.scored.size * 8 if served.probe_asked else 0
+        if op == "snapshot":  # a frame of an asked snapshot, within the run's bound
+            try:
+                served = self.state.served.get((_int(header, "step"), _int(header, "rank")))
+            except (KeyError, ValueError):
+                return 0
+            if (served is None or not served.snapshot_asked or served.snapshot is not None
+                    or self.snapshot_dir is None):
+                return 0
+            return max(0, min(protocol.SNAPSHOT_CHUNK,
+                              self.plan.snapshot_bytes - self.state.snapshot_bytes))
         return MAX_CONTROL_BYTES
 
     def _serve(self, conn: socket.socket) -> None:
@@ -298,6 +320,10 @@ class Feeder:
             return {"deadline_s": max(0.0, left)}, b""
         if op == "loss":
             self._record_loss(rank, _int(header, "step"), payload)
+            return None, b""
+        if op == "snapshot":  # one-way: its bytes left the sandbox as they were sent
+            self._record_snapshot(rank, _int(header, "step"), payload,
+                                  header.get("end") is True)
             return None, b""
         if op == "probe":
             if len(payload) % 8:
@@ -404,6 +430,31 @@ class Feeder:
                 if more > 0:
                     st.deadline_at += more
                     st.probe_extension_s += more
+
+    def _record_snapshot(self, rank: int, step: int, payload: bytes, end: bool) -> None:
+        """A frame of the snapshot asked at this step, appended to its file in the host
+        folder as it arrives (`end`: the last frame; the snapshot counts only then). The
+        harness streams it while `torch.save` writes, before the step's scored forward, so
+        no copy of it ever lies in the training sandbox. Frames of a snapshot not asked, or
+        past the run's bound on snapshot bytes, are refused as the run's fault."""
+        with self._lock:
+            served = self.state.served.get((step, rank))
+            if served is None or not served.snapshot_asked or served.snapshot is not None \
+                    or self.snapshot_dir is None:
+                raise ValueError(f"a snapshot for step {step} rank {rank} that was not asked "
+                                 "for, or after it ended")
+            if self.state.snapshot_bytes + len(payload) > self.plan.snapshot_bytes:
+                raise ValueError(f"snapshots over {self.plan.snapshot_bytes} bytes in all")
+            self.state.snapshot_bytes += len(payload)
+            first = served.snapshot_received == 0
+            served.snapshot_received += len(payload)
+        path = self.snapshot_dir / f"step_{step:08d}_rank{rank}.pt"
+        # only this rank's connection writes this file: no other thread touches it
+        with open(path, "wb" if first else "ab") as f:
+            f.write(payload)
+        if end:
+            with self._lock:
+                served.snapshot = path
 
     # ---- batches ---------------------------------------------------------------------------
     def _next(self, rank: int, step: int, rows: int) -> tuple[dict, bytes]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 MAX_HEADER = 1 << 16
 MAX_PAYLOAD = 1 << 30
+SNAPSHOT_CHUNK = 1 << 24  # one frame of a replay snapshot's bytes at most: 16 MiB
 
 PayloadLimit = int | Callable[[dict], int]
 

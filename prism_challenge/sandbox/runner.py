@@ -122,6 +122,12 @@ class RunPaths:
         return self.root / "scratch"
 
     @property
+    def snapshots(self) -> Path:
+        """Where the feeder writes a replay's snapshots as they arrive: on the host, in no
+        sandbox's mounts, so nothing the training run does after a snapshot can rewrite it."""
+        return self.root / "snapshots"
+
+    @property
     def eval_submission(self) -> Path:
         return self.root / "eval_submission"
 
@@ -136,16 +142,16 @@ class RunPaths:
     def create(self, files: Mapping[str, bytes]) -> None:
         if self.root.exists():
             shutil.rmtree(self.root)
-        for d in (self.submission, self.sock, self.scratch, self.eval_submission,
-                  self.eval_inputs, self.eval_scratch):
+        for d in (self.submission, self.sock, self.scratch, self.snapshots,
+                  self.eval_submission, self.eval_inputs, self.eval_scratch):
             d.mkdir(parents=True)
         for fname in ("architecture.py", "training.py"):
             (self.submission / fname).write_bytes(files[fname])
         (self.eval_submission / "architecture.py").write_bytes(files["architecture.py"])
 
     def move_to_eval(self, path: Path) -> bool:
-        """Hand a file the run wrote (weights, a snapshot) to the eval sandbox, if it is a
-        plain file and not a link the miner planted."""
+        """Hand a file the run wrote in its scratch (the final weights) to the eval sandbox,
+        if it is a plain file and not a link the miner planted."""
         inside = path.resolve().is_relative_to(self.scratch.resolve())
         if inside and path.is_file() and not path.is_symlink():
             os.replace(path, self.eval_inputs / path.name)
@@ -338,6 +344,7 @@ class Runner:
             world_size=self.settings.sandbox.nproc_per_node, sample_secret=secret,
             keep_rate=self.keep_rate, lanes=c.stream_lanes, early_stop=early_stop,
             gpus=len(self.devices()) if self.cuda_required else 0,
+            snapshot_bytes=self.settings.sandbox.disk_bytes,
         )
 
     def _early_eval(self, paths: RunPaths, name: str, plan: FeederPlan,
@@ -354,7 +361,8 @@ class Runner:
 
     def _train(self, paths: RunPaths, name: str, plan: FeederPlan, cancel: threading.Event,
                replay: ReplayPlan | None = None) -> tuple[Feeder, SandboxResult]:
-        feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay)
+        feeder = Feeder(self.train, plan, paths.sock / "feeder.sock", replay=replay,
+                        snapshot_dir=paths.snapshots if replay is not None else None)
         phase = TRAINING if replay is None else REPLAY
 
         def stop_at() -> float | None:
@@ -679,11 +687,11 @@ class Runner:
         probes = PositionTally(v.position_abs_tol, v.position_rel_tol)
         compare_probes(record, served, probes, missing)
         names = {}
-        for s in served:
-            snap = paths.scratch / "snapshots" / f"step_{s.step:08d}_rank{s.rank}.pt"
+        for s in served:  # each snapshot as the feeder received it, whole, before the forward
             if s.snapshot_asked:
-                if paths.move_to_eval(snap):
-                    names[(s.step, s.rank)] = snap.name
+                if s.snapshot is not None:
+                    os.replace(s.snapshot, paths.eval_inputs / s.snapshot.name)
+                    names[(s.step, s.rank)] = s.snapshot.name
                 else:
                     missing.append(f"no snapshot for step {s.step} rank {s.rank}")
         snapshots = PositionTally(v.position_abs_tol, v.position_rel_tol)

@@ -188,3 +188,73 @@ def test_a_replay_deadline_moves_out_by_the_probes_own_time_up_to_its_allowance(
         assert feeder.state.problems == []
     finally:
         feeder.close()
+
+
+def _snapshot_feeder(prepared_data, tmp_path, snapshot_bytes: int):
+    """A replay feeder that asks for a snapshot at step 0, writing snapshots to a host
+    folder of its own."""
+    import dataclasses
+
+    from prism_challenge.sandbox.feeder import Feeder, ReplayPlan
+
+    base = small_feeder(prepared_data, tmp_path / "base.sock")
+    base.close()
+    plan = dataclasses.replace(base.plan, snapshot_bytes=snapshot_bytes)
+    replay = ReplayPlan(original={(0, 0): (4, 0.0), (1, 0): (4, 0.0)},
+                        probe_steps=frozenset(), snapshot_steps=frozenset({0, 1}))
+    (tmp_path / "host").mkdir()
+    return Feeder(base.stream, plan, tmp_path / "feeder.sock", replay=replay,
+                  snapshot_dir=tmp_path / "host")
+
+
+def test_a_snapshot_is_written_outside_as_its_frames_arrive_and_counts_once_ended(
+        prepared_data, tmp_path):
+    """A replay's snapshot arrives in frames before the step's forward and is written into
+    the feeder's host folder; it counts only once its last frame came, and a frame after
+    that, or for a step not snapshotted, is refused as the run's fault."""
+    feeder = _snapshot_feeder(prepared_data, tmp_path, 1 << 20)
+    try:
+        s = _client(feeder)
+        protocol.send(s, {"op": "ready", "rank": 0})
+        protocol.recv(s)
+        protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+        reply, _ = protocol.recv(s)
+        assert reply["snapshot"] is True
+        protocol.send(s, {"op": "snapshot", "rank": 0, "step": 0, "end": False}, b"abc" * 100)
+        protocol.send(s, {"op": "ready", "rank": 0})  # a round trip: the frame is in
+        protocol.recv(s)
+        served = feeder.state.served[(0, 0)]
+        assert served.snapshot is None and served.snapshot_received == 300
+        protocol.send(s, {"op": "snapshot", "rank": 0, "step": 0, "end": True}, b"xyz")
+        protocol.send(s, {"op": "ready", "rank": 0})
+        protocol.recv(s)
+        assert served.snapshot == tmp_path / "host" / "step_00000000_rank0.pt"
+        assert served.snapshot.read_bytes() == b"abc" * 100 + b"xyz"
+        assert feeder.state.snapshot_bytes == 303 and feeder.state.problems == []
+        protocol.send(s, {"op": "snapshot", "rank": 0, "step": 0, "end": True})
+        assert "error" in protocol.recv(s)[0]  # after its end: refused
+        _announce(s, {"op": "snapshot", "rank": 0, "step": 0, "end": True, "payload": 1})
+        assert _closed(s)
+        assert served.snapshot.read_bytes() == b"abc" * 100 + b"xyz"
+        assert any("'snapshot' payload of 1 bytes is over its limit of 0" in p
+                   for p in feeder.state.problems)
+    finally:
+        feeder.close()
+
+
+def test_snapshots_past_the_runs_bound_are_refused_before_they_are_read(
+        prepared_data, tmp_path):
+    feeder = _snapshot_feeder(prepared_data, tmp_path, 1000)
+    try:
+        s = _client(feeder)
+        protocol.send(s, {"op": "ready", "rank": 0})
+        protocol.recv(s)
+        protocol.send(s, {"op": "next", "rank": 0, "step": 0, "rows": 4})
+        protocol.recv(s)
+        protocol.send(s, {"op": "snapshot", "rank": 0, "step": 0, "end": False}, b"a" * 600)
+        _announce(s, {"op": "snapshot", "rank": 0, "step": 0, "end": True, "payload": 401})
+        assert _closed(s)
+        assert any("over its limit of 400" in p for p in feeder.state.problems)
+        assert feeder.state.served[(0, 0)].snapshot is None
+    finally:
+        feeder.close()

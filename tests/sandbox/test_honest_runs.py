@@ -87,6 +87,10 @@ def test_two_process_gloo_run_and_its_replay_checks_every_rank(make_runner, tmp_
     assert replay.batches_compared == record.summary.count
     assert replay.probes.ranks == [0, 1] and replay.snapshots.ranks
     assert replay.probes.mismatched == 0 and replay.probes.compared >= 2 * BATCH
+    # every rank streamed its snapshot to the feeder: each reached the eval sandbox's inputs
+    handed = sorted(p.name for p in (tmp_path / "ddp-replay" / "eval_inputs").glob("step_*"))
+    assert replay.missing == [] and handed == [
+        f"step_{s:08d}_rank{r}.pt" for s in replay.snapshot_steps for r in (0, 1)]
 
 
 def test_a_tamper_on_rank_1_only_is_caught_by_the_replay(make_runner, tmp_path):

@@ -70,7 +70,7 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     wait_for(lambda: _status(url, sid) == "running", 120, "running")
     sock = wait_for(lambda: next((work / "runs").glob("*/sock/feeder.sock"), None), 60, "feeder")
     # wait until batches flow (the training sandbox is up), then kill everything hard
-    wait_for(lambda: (sock.parent.parent / "scratch" / "snapshots").is_dir(), 60, "training")
+    wait_for(lambda: (sock.parent.parent / "scratch" / "out").is_dir(), 60, "training")
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
     db = sqlite3.connect(work / "prism.db")

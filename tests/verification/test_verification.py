@@ -142,6 +142,28 @@ def test_no_validator_file_is_readable_in_either_sandbox(verify, runner):
     assert v.passed and replay.snapshots.compared > 0
 
 
+def test_a_snapshot_rewritten_after_its_step_never_reaches_the_eval(runner, tmp_path):
+    """Past the policy (it reads and writes files), an honest model's training rewrites every
+    replay snapshot it finds in /scratch/snapshots, right after that step's optimiser step,
+    with the weights trained on the step's targets. When snapshots stayed in the training
+    scratch until the run ended, the eval sandbox re-predicted from the rewrite (mismatches,
+    the replay failed). Now each snapshot is streamed to the feeder before the step's forward
+    and written in a host folder no sandbox mounts: the training scratch holds none, and the
+    eval sees each snapshot as it was taken."""
+    files = bundle("snapshot_rewrite")
+    record = runner.run(files, digest_of(files), tmp_path / "run")
+    assert record.exit_reason == "ok", record.exit_detail
+    replay = runner.replay(files, record, tmp_path / "replay")
+    v = verdict(replay, runner.settings.verification)
+    assert replay.exit_reason == "ok", replay.exit_detail
+    assert replay.missing == [] and len(replay.snapshot_steps) == 2
+    assert replay.snapshots.compared > 0 and replay.snapshots.mismatched == 0
+    assert replay.snapshots.max_abs_diff < 1e-4 and v.passed, v.reasons
+    assert not (tmp_path / "replay" / "scratch" / "snapshots").exists()
+    handed = sorted(p.name for p in (tmp_path / "replay" / "eval_inputs").glob("step_*.pt"))
+    assert handed == [f"step_{s:08d}_rank0.pt" for s in replay.snapshot_steps]
+
+
 def test_reading_the_next_row_of_the_batch_gains_nothing_and_is_caught(run, runner):
     """Rows of a batch come from different lanes of the stream, so the row after is not the
     continuation; the causality screen also changes the other rows and sees the leak."""

@@ -9,6 +9,8 @@ In an original run nothing else happens: there is no check for the model to noti
 replay the feeder may ask, at a step, for a snapshot of the model and for predictions of a
 few positions with their targets cut away, both made before that step's scored forward from
 the same state and RNG; they are judged against what the original run already reported.
+The snapshot goes to the feeder over the socket as it is written, never into a file here:
+what the run does afterwards cannot reach it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,21 @@ class FeederChannel:
     def record(self, step: int, per_token, edited) -> None:
         self._offload.push(step, per_token, edited)
 
+    def snapshot(self, step: int, state: dict) -> None:
+        """`state` saved (`torch.save`) straight into the socket, in frames of at most
+        `protocol.SNAPSHOT_CHUNK` bytes, the last marked `end`: the feeder writes it outside
+        the sandbox, so no copy of it is left here for the rest of the run to rewrite. One-way,
+        like the losses: a frame the feeder refuses is answered at the next request."""
+        import torch
+
+        sink = _SnapshotSink(self, step)
+        torch.save(state, sink)
+        sink.end()
+
+    def snapshot_frame(self, step: int, data, end: bool) -> None:
+        protocol.send(self.sock, {"op": "snapshot", "rank": self.rank, "step": step,
+                                  "end": end}, data)
+
     def probed(self, step: int, nats: list[float]) -> None:
         """The probe's losses as a binary payload (8 bytes each): a step with thousands of
         kept positions would not fit in a header."""
@@ -103,13 +120,47 @@ class FeederChannel:
 MAX_ROWS_BYTES = 1 << 28
 
 
+class _SnapshotSink:
+    """The file `torch.save` writes a snapshot to: full frames go to the feeder as they
+    fill, so at most one frame of it is held here beside the state being saved."""
+
+    def __init__(self, channel: FeederChannel, step: int) -> None:
+        self._channel = channel
+        self._step = step
+        self._buf = bytearray()
+
+    def write(self, data) -> int:
+        chunk = protocol.SNAPSHOT_CHUNK
+        view = memoryview(data).cast("B")
+        size = len(view)
+        while len(view):
+            if not self._buf and len(view) >= chunk:  # a large storage: sent without a copy
+                self._channel.snapshot_frame(self._step, view[:chunk], False)
+                view = view[chunk:]
+                continue
+            take = chunk - len(self._buf)
+            self._buf += view[:take]
+            view = view[take:]
+            if len(self._buf) == chunk:
+                self._channel.snapshot_frame(self._step, self._buf, False)
+                self._buf = bytearray()
+        return size
+
+    def flush(self) -> None:
+        pass
+
+    def end(self) -> None:
+        self._channel.snapshot_frame(self._step, self._buf, True)
+        self._buf = bytearray()
+
+
 class TrainContext:
     """What the miner's `train(ctx)` sees. Everything else stays with the harness."""
 
     def __init__(self, *, model, ddp_model, device, vocab_size: int, seq_len: int,
                  separator_id: int, rank: int, world_size: int, token_budget: int,
                  max_step_rows: int, deadline: float, channel: FeederChannel,
-                 snapshot_dir: Path, observed: dict, state_watch=None):
+                 observed: dict, state_watch=None):
         self.model = ddp_model if ddp_model is not None else model
         self.device = device
         self.vocab_size = vocab_size
@@ -123,7 +174,6 @@ class TrainContext:
         self.__max_rows = max_step_rows
         self.__deadline = deadline
         self.__channel = channel
-        self.__snapshot_dir = snapshot_dir
         self.__observed = observed
         self.__compiled = None
         self.__state_watch = state_watch  # the state contract (harness/state_contract.py)
@@ -288,8 +338,10 @@ class TrainContext:
     def __snapshot(self, step: int, precision: str, compiled: bool) -> None:
         """The model as it is before this step's scored forward, with the RNG it will use.
 
-        Taken through nn.Module's own `state_dict` (never an override), written where the
-        eval sandbox (architecture only) re-computes this step's kept positions from it."""
+        Taken through nn.Module's own `state_dict` (never an override) and streamed to the
+        feeder before the forward runs (`FeederChannel.snapshot`): it leaves the sandbox
+        before the model sees this step's targets, and the eval sandbox (architecture only)
+        re-computes this step's kept positions from that copy."""
         import torch
 
         state = {
@@ -301,7 +353,7 @@ class TrainContext:
             "precision": precision,
             "compile": compiled,
         }
-        torch.save(state, self.__snapshot_dir / f"step_{step:08d}_rank{self.rank}.pt")
+        self.__channel.snapshot(step, state)
 
 
 def miner_view(ctx: TrainContext):
@@ -311,7 +363,7 @@ def miner_view(ctx: TrainContext):
     closures, which no name a bundle may use reaches. A library function that reads or
     updates an object's `__dict__` (`LRScheduler.state_dict(obj)` returns it,
     `load_state_dict(obj, d)` updates it), or a method of the bundle's own called with this
-    object as `self`, finds no feeder channel, snapshot folder or state watch here: the
+    object as `self`, finds no feeder channel or state watch here: the
     harness's private fields live on `ctx`, which the bundle never holds."""
 
     def read_only(_self, name, _value=None):

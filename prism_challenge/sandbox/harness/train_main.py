@@ -81,9 +81,8 @@ def main() -> int:
                                           "stack": software_stack()})
     clock.mark("hello")
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
-    out_dir, snapshot_dir = scratch / "out", scratch / "snapshots"
+    out_dir = scratch / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
     status = {"status": "ok", "detail": ""}
     observed: dict = {"world_size": world_size}
     model = ctx = None
@@ -129,7 +128,7 @@ def main() -> int:
             token_budget=challenge["token_budget"],
             max_step_rows=int(challenge["max_step_rows"]),
             deadline=time.monotonic() + float(ready["deadline_s"]), channel=channel,
-            snapshot_dir=snapshot_dir, observed=observed,
+            observed=observed,
             state_watch=state_watch,
         )
         watch = axes.OptimizerWatch(model)  # only steps that move the model's parameters
