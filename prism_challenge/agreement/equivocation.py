@@ -23,6 +23,15 @@ can sign pages that conflict on every row. So a validator keeps one proof per va
 while it is in force: the one whose exclusion ends last (a proof that ends later takes the
 place of the one held, so every validator comes to hold the same one and ends the exclusion
 at the same moment); others are dropped, as is a proof that no longer excludes anything.
+
+A one-page proof (the page given twice) is checked only by validators that read a page's
+second row of the digest: a node older than that reads the first row of each copy, finds
+them equal, and refuses the proof as `no_conflict`, counting it against the honest peer
+that served it every round. So such a proof is served only to an asker that says it checks
+them (`GET /v1/equivocations?one_page=true`, which this node sends); any other asker gets
+the two-page proofs alone. A node older than one-page proofs cannot be brought to exclude
+on one (no form of one signed page makes its first rows differ): it counts the liar until
+it runs this code, as it did before.
 """
 
 from __future__ import annotations
@@ -150,12 +159,23 @@ def record(session: Session, validator: str, digest: str, first: Signed, second:
     return True
 
 
-def proofs_in_force(session: Session, *, now: float, max_bytes: int) -> list[Equivocation]:
+def one_page(data: dict) -> bool:
+    """Whether a stored proof is one page given twice (two conflicting rows of one run in
+    one page): only validators that read a page's second row of a digest can check it."""
+    pages = data.get("pages")
+    return isinstance(pages, list) and len(pages) == 2 and pages[0] == pages[1]
+
+
+def proofs_in_force(session: Session, *, now: float, max_bytes: int,
+                    one_pages: bool = True) -> list[Equivocation]:
     """The proofs in force at `now`, newest found first, as many as fit in `max_bytes` of
-    encoded pages (at least one): what `GET /v1/equivocations` serves."""
+    encoded pages (at least one): what `GET /v1/equivocations` serves. Without
+    `one_pages`, one-page proofs are left out (the asker may not check them)."""
     out: list[Equivocation] = []
     for row in session.scalars(select(Equivocation).where(Equivocation.until > now)
                                .order_by(Equivocation.found_at.desc(), Equivocation.id.desc())):
+        if not one_pages and one_page(row.proof):
+            continue
         size = sum(len(page.get("body", "")) for page in row.proof.get("pages", []))
         if out and size > max_bytes:
             break

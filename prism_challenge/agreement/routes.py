@@ -7,7 +7,7 @@
 - `GET /v1/relay`: the signed pages of other validators this one holds, as signed (each
   carries its author's signature, so the answer itself needs none).
 - `GET /v1/equivocations`: the proofs of equivocation in force here (about three pages'
-  worth at most).
+  worth at most); one-page proofs only with `?one_page=true` (an asker that checks them).
 - `GET /v1/bundles/<digest>`: a stored bundle, to a permitted validator only (the request
   signed by its hotkey for this one): how a run that never reached a validator gets there.
 """
@@ -122,14 +122,20 @@ def build(deps: ApiDeps) -> APIRouter:
         return Response(wire, media_type="application/octet-stream")
 
     @router.get("/equivocations")
-    def equivocations() -> dict:
+    def equivocations(one_page: Annotated[bool, Query(
+            description="the asker checks one-page proofs (one page given twice, its two "
+                        "conflicting rows of one run): without it they are left out")] = False
+                      ) -> dict:
         """The proofs in force here (one per excluded validator), newest first and about
         3 x `agreement.max_page_bytes` of encoded pages at most (one always): each is two
         pages one validator signed with different measurements of one run; anyone can
-        check them. An expired proof excludes nothing and is not served."""
+        check them. An expired proof excludes nothing and is not served. A one-page proof
+        is served only with `one_page`: a validator older than those proofs refuses it
+        (agreement/equivocation.py), so a plain request gets the others alone."""
         with deps.store.session() as session:
             rows = proofs_in_force(session, now=deps.clock(),
-                                   max_bytes=3 * deps.settings.agreement.max_page_bytes)
+                                   max_bytes=3 * deps.settings.agreement.max_page_bytes,
+                                   one_pages=one_page)
             return {"proofs": [r.proof for r in rows],
                     "in_force": [{"validator": r.validator, "digest": r.digest,
                                   "until": r.until} for r in rows]}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, func, select
@@ -43,6 +44,7 @@ from prism_challenge.agreement.signed import PageInvalid, Signed, check
 from prism_challenge.agreement.status import AgreementStatus
 from prism_challenge.agreement.wire import (
     EQUIVOCATIONS_PATH,
+    EQUIVOCATIONS_QUERY,
     RELAY_LIMIT,
     RELAY_PATH,
     MeasurementRow,
@@ -70,8 +72,10 @@ HELD_PAGES_PER_PEER = 16
 # signing rows of runs that do not exist fills this store, this bounds how much. Rows are
 # one per run (digest) a validator measured, and a validator measures the runs of the
 # whole subnet: 100,000 is about a year of 270 new runs a day (the intake's own bound is
-# 5 uploads an hour per hotkey, about 30,000 a day over 256 uids, for a few days). A page
-# that would take its validator past it is refused, logged (`row_bound`).
+# 5 uploads an hour per hotkey, about 30,000 a day over 256 uids, for a few days). Of a
+# page that would take its validator past it, the new rows that fit are stored and the rest
+# are not; its rows already stored are still updated and its cursor moves past it, so a
+# validator at the bound only stops adding runs here (logged once a round, `row_bound`).
 MAX_ROWS_PER_PEER = 100_000
 
 
@@ -112,7 +116,8 @@ class PeerSync:
     relay_cursors: dict[str, int] = field(default_factory=dict)
     new_rows: Counter[str] = field(default_factory=Counter)  # per validator, this round
     max_rows_per_peer: int = MAX_ROWS_PER_PEER
-    bounded: set[str] = field(default_factory=set)  # past the bound, logged this round
+    # new rows of each validator not stored this round, its rows being at the bound
+    past_bound: Counter[str] = field(default_factory=Counter)
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
@@ -134,7 +139,7 @@ class PeerSync:
             _retire(s, {p.hotkey for p in electorate})
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         self.new_rows.clear()
-        self.bounded.clear()
+        self.past_bound.clear()
         answers = ask_at_once(peers, lambda peer: self._ask(peer, budget))
         stored = {peer.hotkey: self._store_pages(peer, got)
                   for peer, got in zip(peers, answers, strict=True)}
@@ -144,6 +149,7 @@ class PeerSync:
                 self._store_relayed(peer, got, permitted)
             for peer, got in zip(peers, answers, strict=True):
                 self._store_proofs(peer, got, permitted)
+        self._log_past_bound(peers, answers)
         if self.bundles is not None:
             self.bundles.round(peers, budget=budget)
         return stored
@@ -163,9 +169,13 @@ class PeerSync:
     def _fetch_pages(self, peer: Peer, got: _Answers, budget: RoundBudget,
                      deadline: float) -> None:
         """The peer's pages after its cursor, until it has no more, one is refused, or the
-        page that would pass its new rows of the round or its rows in all (`_takes` and
-        `_past_bound` decide again when they are stored: this only stops fetching past
-        it)."""
+        page that would pass its new rows of the round (`_takes` decides again when they
+        are stored: this only stops fetching past it). New rows past its rows in all
+        (`max_rows_per_peer`) do not count: they will not be stored, and the pages after
+        them are read on (they may update rows stored), up to a page with nothing to store
+        (all its rows new, none fitting): its cursor moves past that page, the next ones
+        are read next round, so a validator at the bound costs a page a round when it
+        sends only new runs."""
         after, new, seen = self.cursors.get(peer.hotkey), 0, set()
         with self.store.session() as s:
             stored = _stored(s, peer.hotkey)
@@ -193,10 +203,12 @@ class PeerSync:
             with self.store.session() as s:
                 fresh = len(digests - _held(s, page.validator, digests))
             seen |= digests
-            if fresh and (new and new + fresh > self._max_new_rows
-                          or stored + new + fresh > self.max_rows_per_peer):
+            fits = min(fresh, max(0, self.max_rows_per_peer - stored - new))
+            if fits and new and new + fits > self._max_new_rows:
                 return
-            new += fresh
+            if fresh and not fits and fresh == len(digests):
+                return  # nothing of it is stored: its next pages are read next round
+            new += fits
             if page.next is not None:
                 after = page.next
             if not page.more:
@@ -204,29 +216,39 @@ class PeerSync:
 
     def _store_pages(self, peer: Peer, got: _Answers) -> int:
         """Store the peer's pages in the order it served them, move its cursor past each
-        one stored, and note how its paging ended; returns the rows written."""
-        total = 0
-        for page, signed in got.pages:
+        one stored, and note how its paging ended; returns the rows written. Its new rows
+        past its bound on rows stored here are not stored (`_room`; counted for the
+        round's log), the rest of the page is. A page past the peer's new rows of this
+        round is not stored (its cursor stays there, the page comes again next round), nor
+        are those after it; each is still checked for equivocation (`page_proofs`)."""
+        total, taken = 0, True
+        for n, (page, signed) in enumerate(got.pages):
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
-                past = self._past_bound(s, page)
-                taken = past is None and self._takes(s, page)
+                fits, skip = self._room(s, page)
+                taken = self._takes(page.validator, fits)
                 if taken:
                     total += store_page(s, page, signed=signed, ban_s=self.ban_s,
-                                        proofs=proofs)
+                                        proofs=proofs, skip=skip)
+                else:
+                    for later, later_signed in got.pages[n:]:
+                        page_proofs(s, later, later_signed, ban_s=self.ban_s, proofs=proofs)
                 _mark(s, peer, ok_at=time.time(), error=None)
-            if past is not None:
-                self._refuse_past_bound(page.validator, past, "served")
-                self._note(peer, f"refused (row_bound): {past}")
-                return total
+            self._proven(proofs, "served")
             if not taken:
                 log.info("agreement: peer %s has more new rows than one round takes (%d); "
                          "the rest is fetched next round", peer.hotkey, self._max_new_rows)
-                return total
-            self._proven(proofs, "served")
-            self.status.page(peer.hotkey, "ok", rows=len(page.rows))
+                break
+            self.past_bound[page.validator] += len(skip)
+            self.status.page(peer.hotkey, "row_bound" if skip else "ok", rows=len(page.rows))
             if page.next is not None:
                 self.cursors[peer.hotkey] = page.next
+        if taken:
+            self._ended(peer, got)
+        return total
+
+    def _ended(self, peer: Peer, got: _Answers) -> None:
+        """Note how the peer's paging ended once its pages were stored."""
         exc = got.failure
         if got.share_used:
             log.info("agreement: peer %s used its share of this round (its time, or the "
@@ -249,7 +271,6 @@ class PeerSync:
             self.status.page(peer.hotkey, "other_version")
             self._note(peer, f"serves scoring version {got.other_version}, this validator "
                        f"{SCORING_VERSION}: not counted until both run the same")
-        return total
 
     def _fetch_relayed(self, peer: Peer, got: _Answers, budget: RoundBudget,
                        deadline: float) -> None:
@@ -298,23 +319,26 @@ class PeerSync:
             return  # this node itself, a validator it does not count, or another version
         proofs: list[tuple[str, str]] = []
         with self.store.session() as s:
-            past = self._past_bound(s, page)
-            if past is None:
-                if not self._takes(s, page):
-                    return  # past its new rows this round; its own pages bring them later
-                rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs)
+            fits, skip = self._room(s, page)
+            taken = self._takes(page.validator, fits)
+            if taken:
+                rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs,
+                                  skip=skip)
                 _heard(s, page.validator, signed)
-        if past is not None:
-            self._refuse_past_bound(page.validator, past, f"relayed by {peer.hotkey}")
-            return
+            else:  # past its new rows this round; its own pages bring them later
+                page_proofs(s, page, signed, ban_s=self.ban_s, proofs=proofs)
         self._proven(proofs, f"relayed by {peer.hotkey}")
-        self.status.page(page.validator, "relayed", rows=rows)
+        if taken:
+            self.past_bound[page.validator] += len(skip)
+            self.status.page(page.validator, "row_bound" if skip else "relayed", rows=rows)
 
     def _fetch_proofs(self, peer: Peer, got: _Answers, budget: RoundBudget,
                       deadline: float) -> None:
-        """The peer's proofs of equivocation, as it serves them."""
+        """The peer's proofs of equivocation, as it serves them, one-page proofs included
+        (asked for: this node checks them; `EQUIVOCATIONS_QUERY`)."""
         try:
-            got.proofs = self.fetcher.get_json(peer, EQUIVOCATIONS_PATH,
+            got.proofs = self.fetcher.get_json(peer,
+                                               f"{EQUIVOCATIONS_PATH}?{EQUIVOCATIONS_QUERY}",
                                                max_bytes=4 * self.max_page_bytes + 65536,
                                                deadline=deadline)
         except PeerTooSlow:
@@ -353,40 +377,45 @@ class PeerSync:
     def _max_new_rows(self) -> int:
         return NEW_ROW_PAGES_PER_ROUND * self.page_size
 
-    def _takes(self, session: Session, page: MeasurementsPage) -> bool:
-        """Whether the page's new rows fit in what its validator may add this round (the
+    def _takes(self, validator: str, new: int) -> bool:
+        """Whether `new` rows of a page fit in what its validator may add this round (the
         first page with new rows always does); counted when they do."""
-        digests = {row.digest for row in page.rows}
-        new = len(digests - _held(session, page.validator, digests))
-        before = self.new_rows[page.validator]
+        before = self.new_rows[validator]
         if new and before and before + new > self._max_new_rows:
             return False
-        self.new_rows[page.validator] = before + new
+        self.new_rows[validator] = before + new
         return True
 
-    def _past_bound(self, session: Session, page: MeasurementsPage) -> str | None:
-        """Why the page is refused when its rows would take its validator past
-        `max_rows_per_peer` rows of this scoring version stored here; None when they fit
-        (rows it already holds are updated whatever its count)."""
-        digests = {row.digest for row in page.rows if row.scoring_version == SCORING_VERSION}
-        adds = len(digests - _held(session, page.validator, digests, SCORING_VERSION))
-        if not adds:
-            return None
-        stored = _stored(session, page.validator)
-        if stored + adds <= self.max_rows_per_peer:
-            return None
-        return (f"{stored} rows of it are stored here, and its page would add {adds}: past "
-                f"the {self.max_rows_per_peer} one validator may have stored "
-                "(the setting agreement.max_rows_per_peer)")
+    def _room(self, session: Session, page: MeasurementsPage) -> tuple[int, set[str]]:
+        """(new rows of the page that fit, digests of those that do not): its rows of runs
+        not stored for its validator under this scoring version, in the page's order,
+        fit while they keep that validator within `max_rows_per_peer` rows stored here;
+        the rest are not stored (rows it already holds are updated whatever its count)."""
+        digests = [row.digest for row in page.rows if row.scoring_version == SCORING_VERSION]
+        held = _held(session, page.validator, set(digests), SCORING_VERSION)
+        new = [d for d in dict.fromkeys(digests) if d not in held]
+        if not new:
+            return 0, set()
+        room = max(0, self.max_rows_per_peer - _stored(session, page.validator))
+        return min(room, len(new)), set(new[room:])
 
-    def _refuse_past_bound(self, validator: str, why: str, how: str) -> None:
-        """Count a page refused by `_past_bound`; logged once a round per validator."""
-        self.status.page(validator, "row_bound")
-        if validator not in self.bounded:
-            self.bounded.add(validator)
-            log.warning("agreement: refused a page of validator %s (%s, row_bound): %s; "
-                        "its rows stored stay and are updated, new ones are refused",
-                        validator, how, why)
+    def _bound_reason(self, validator: str) -> str:
+        return (f"{self.past_bound[validator]} new rows of it were not stored this round: "
+                f"its rows stored here reached {self.max_rows_per_peer}, the most one "
+                "validator may have (the setting agreement.max_rows_per_peer); its rows "
+                "stored are still updated and its pages read on")
+
+    def _log_past_bound(self, peers: list[Peer], answers: list[_Answers]) -> None:
+        """One line a round for each validator with new rows past the bound, also noted as
+        the `last_error` of a peer whose paging ended well."""
+        for validator in sorted(self.past_bound):
+            if self.past_bound[validator]:
+                log.warning("agreement: validator %s is at its row bound here (row_bound): %s",
+                            validator, self._bound_reason(validator))
+        for peer, got in zip(peers, answers, strict=True):
+            if self.past_bound[peer.hotkey] and got.failure is None and (
+                    got.other_version is None):
+                self._note(peer, f"row_bound: {self._bound_reason(peer.hotkey)}")
 
     def _proven(self, proofs: list[tuple[str, str]], how: str) -> None:
         for validator, digest in proofs:
@@ -427,7 +456,8 @@ def _relay_answer(data: object, max_bytes: int) -> tuple[list[Signed], int]:
 
 def store_page(session: Session, page: MeasurementsPage, *, now: float | None = None,
                signed: Signed | None = None, ban_s: float = 7 * 86400.0,
-               proofs: list[tuple[str, str]] | None = None) -> int:
+               proofs: list[tuple[str, str]] | None = None,
+               skip: set[str] | frozenset[str] = frozenset()) -> int:
     """Upsert the page's rows (one per validator and digest: the latest page wins; an old
     page cannot come back: fetched, its signature is fresh for `signature_max_age_s` and
     used once; relayed, a page signed before the stored one changes nothing), their times
@@ -444,38 +474,22 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
     alone is a proof of equivocation, stored as that page twice (`check_proof` then reads
     its first and second rows of the digest). A row of another scoring version than this
     validator's is skipped too (an honest page serves its own version only, and only pages
-    of this version are stored)."""
+    of this version are stored), and so are the rows of the digests in `skip` (new runs
+    past the validator's bound on rows stored here), once checked like the others."""
     now = time.time() if now is None else now
 
     def bounded(claimed: float) -> float:
         return min(claimed, now)
 
     kept = None if signed is None else _keep(session, page.validator, signed, now)
-    earlier: dict[int, MeasurementsPage] = {}
     written = 0
-    seen: dict[str, MeasurementRow] = {}
-    for row in page.rows:
-        if row.scoring_version != SCORING_VERSION:
+    for row, old, proven in _checked_rows(session, page, signed, ban_s=ban_s, now=now,
+                                          proofs=proofs):
+        if proven or row.digest in skip:
             continue
-        if row.digest in seen:
-            if signed is not None and conflicting_pages((signed, seen[row.digest]),
-                                                        (signed, row)):
-                _proven_by(session, page.validator, row.digest, signed, signed, ban_s=ban_s,
-                           now=now, proofs=proofs)
-            continue
-        seen[row.digest] = row
-        old = session.scalar(select(PeerMeasurement).where(
-            PeerMeasurement.validator == page.validator, PeerMeasurement.digest == row.digest))
-        if old is not None and kept is not None and old.page_id not in (None, kept.id):
-            before = _signed_row(session, old.page_id, row.digest, earlier)
-            if before is not None and same_run(before[1], row) and conflicting_pages(
-                    before, (signed, row)):
-                first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
-                _proven_by(session, page.validator, row.digest, first, second, ban_s=ban_s,
-                           now=now, proofs=proofs)
-                continue
-            if old.signed_ns is not None and signed.signed_ns < old.signed_ns:
-                continue  # an older page of this validator, relayed late: changes nothing
+        if (signed is not None and old is not None and old.page_id is not None
+                and old.signed_ns is not None and signed.signed_ns < old.signed_ns):
+            continue  # an older page of this validator, relayed late: changes nothing
         if old is None:
             old = PeerMeasurement(validator=page.validator, digest=row.digest)
             session.add(old)
@@ -507,6 +521,54 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
                 PeerMeasurement.validator == page.validator,
                 PeerMeasurement.page_id.is_not(None)))))
     return written
+
+
+def page_proofs(session: Session, page: MeasurementsPage, signed: Signed, *,
+                ban_s: float = 7 * 86400.0, now: float | None = None,
+                proofs: list[tuple[str, str]] | None = None) -> None:
+    """Check a signed page whose rows are not stored (past its validator's new rows of the
+    round) for equivocation as `store_page` would, storing the proofs it holds and nothing
+    else: a liar cannot hide two conflicting rows by putting them in a page that is not
+    taken. It costs what storing the page would (a page already fetched or relayed)."""
+    for _ in _checked_rows(session, page, signed, ban_s=ban_s,
+                           now=time.time() if now is None else now, proofs=proofs):
+        pass
+
+
+def _checked_rows(session: Session, page: MeasurementsPage, signed: Signed | None, *,
+                  ban_s: float, now: float, proofs: list[tuple[str, str]] | None
+                  ) -> Iterator[tuple[MeasurementRow, PeerMeasurement | None, bool]]:
+    """The page's first row of each digest under this scoring version, with the row stored
+    for its validator and digest (None if none) and whether the two are a proof of
+    equivocation (then stored), with `signed`: the signed row stored before, taken in
+    signing order, conflicts with it. A later row of a digest in the page is not given; it
+    is a proof (the page twice) when it conflicts with the first."""
+    earlier: dict[int, MeasurementsPage] = {}
+    seen: dict[str, MeasurementRow] = {}
+    stored = {m.digest: m for m in session.scalars(select(PeerMeasurement).where(
+        PeerMeasurement.validator == page.validator,
+        PeerMeasurement.digest.in_(sorted({row.digest for row in page.rows}))))}
+    for row in page.rows:
+        if row.scoring_version != SCORING_VERSION:
+            continue
+        if row.digest in seen:
+            if signed is not None and conflicting_pages((signed, seen[row.digest]),
+                                                        (signed, row)):
+                _proven_by(session, page.validator, row.digest, signed, signed, ban_s=ban_s,
+                           now=now, proofs=proofs)
+            continue
+        seen[row.digest] = row
+        old = stored.get(row.digest)
+        before = None
+        if signed is not None and old is not None and old.page_id is not None:
+            before = _signed_row(session, old.page_id, row.digest, earlier)
+        proven = before is not None and same_run(before[1], row) and conflicting_pages(
+            before, (signed, row))
+        if proven:
+            first, second = sorted((before[0], signed), key=lambda x: x.signed_ns)
+            _proven_by(session, page.validator, row.digest, first, second, ban_s=ban_s,
+                       now=now, proofs=proofs)
+        yield row, old, proven
 
 
 def _proven_by(session: Session, validator: str, digest: str, first: Signed, second: Signed,

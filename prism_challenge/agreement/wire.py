@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MEASUREMENTS_PATH = "/v1/measurements"
 RELAY_PATH = "/v1/relay"  # the signed pages a validator holds of others
 EQUIVOCATIONS_PATH = "/v1/equivocations"  # its proofs of equivocation
+# what a validator that checks one-page proofs asks (older validators are not served them)
+EQUIVOCATIONS_QUERY = "one_page=true"
 RELAY_LIMIT = 50  # pages per relay answer
 MAX_PAGE_ROWS = 1000
 MAX_STREAM_PARTS = 1024  # the most stretches `scoring.dethrone_windows` allows

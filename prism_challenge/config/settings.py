@@ -339,9 +339,9 @@ class AgreementSettings(Section):
     # received (checked against the miner's commitment), so that it ranks and measures it.
     fetch_bundles: bool = True
     # Rows of one validator's measurements (of this scoring version) stored here in all, its
-    # own pages and relayed ones together; a page that would pass it is refused whole
-    # (`row_bound`). The default is agreement/sync.py's MAX_ROWS_PER_PEER: about a year of
-    # 270 new runs a day.
+    # own pages and relayed ones together; its new rows past it are not stored (logged,
+    # `row_bound`), its rows stored are still updated and its pages read on. The default
+    # is agreement/sync.py's MAX_ROWS_PER_PEER: about a year of 270 new runs a day.
     max_rows_per_peer: int = Field(100_000, ge=1)
 
     @field_validator("max_rows_per_peer", mode="before")

@@ -102,28 +102,35 @@ class Node:
             hotkey=self.hotkey, signer=self.wallet, **deps)))
         return self.url
 
-    def sync(self, peers: list[Peer], *, bundles=None, max_rows_per_peer: int | None = None,
-             **fetcher) -> tuple[dict[str, int], AgreementStatus]:
-        """One real round of the peer loop against `peers` (electorate[0] is this node),
-        relaying included; `bundles`: a BundleFetcher for runs known only from peers;
-        `max_rows_per_peer`: the loop's bound on one validator's rows (its default when
-        None)."""
+    def loop(self, *, bundles=None, max_rows_per_peer: int | None = None,
+             **fetcher) -> PeerSync:
+        """This node's peer loop as the validator runs it (its cursors kept from one
+        `round` to the next; close `loop.fetcher` after); `bundles`: a BundleFetcher for
+        runs known only from peers; `max_rows_per_peer`: the loop's bound on one
+        validator's rows (its default when None)."""
         cfg = self.settings.agreement
         self.status = AgreementStatus()
         kwargs = dict(own_hotkey=self.hotkey, netuid=NETUID, timeout_s=cfg.timeout_s,
                       max_page_bytes=cfg.max_page_bytes, max_age_s=cfg.signature_max_age_s)
-        with_fetcher = PeerFetcher(**(kwargs | fetcher))
+        loop = PeerSync(self.store, PeerFetcher(**(kwargs | fetcher)), self.status,
+                        cfg.page_size, netuid=NETUID, relay=cfg.relay,
+                        ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
+                        max_page_bytes=cfg.max_page_bytes, bundles=bundles)
+        if max_rows_per_peer is not None:
+            loop.max_rows_per_peer = max_rows_per_peer
+        return loop
+
+    def sync(self, peers: list[Peer], *, bundles=None, max_rows_per_peer: int | None = None,
+             **fetcher) -> tuple[dict[str, int], AgreementStatus]:
+        """One real round of the peer loop against `peers` (electorate[0] is this node),
+        relaying included, by a loop of its own (every round starts from the beginning, as
+        after a restart); the arguments are `loop`'s."""
+        loop = self.loop(bundles=bundles, max_rows_per_peer=max_rows_per_peer, **fetcher)
         try:
-            loop = PeerSync(self.store, with_fetcher, self.status, cfg.page_size,
-                            netuid=NETUID, relay=cfg.relay, ban_s=cfg.equivocation_ban_s,
-                            skew_s=cfg.signature_max_age_s, max_page_bytes=cfg.max_page_bytes,
-                            bundles=bundles)
-            if max_rows_per_peer is not None:
-                loop.max_rows_per_peer = max_rows_per_peer
             stored = loop.round(peers)
         finally:
-            with_fetcher.close()
-        return stored, self.status
+            loop.fetcher.close()
+        return stored, loop.status
 
 
 def electorate_of(me: Node, others: list[Node], stakes: dict[str, float] | None = None

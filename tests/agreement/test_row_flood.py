@@ -11,7 +11,7 @@ import logging
 import time
 
 import pytest
-from agreement_kit import NETUID, add_scored, settings, signed_page
+from agreement_kit import LONG_AGO, NETUID, add_scored, digest_of, settings, signed_page
 from bittensor import http_auth
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -110,15 +110,18 @@ def test_new_rows_of_one_validator_are_capped_per_round_and_honest_rows_still_st
 def test_what_one_validator_may_have_stored_here_is_bounded_in_all_with_a_logged_reason(
         nodes, wallets, live_server, caplog):
     """The per-round cap bounds how fast a liar adds rows, not how many: round after round
-    it added 5 pages more (before: 200, 400, 600 rows here after three rounds, without
-    end). With a bound of 300 rows per validator, b takes 200, then 80 (the page that would
-    pass 300 is refused, logged), then none; the junk a relays of the liar is refused past
-    the bound too, and the honest peer's rows are stored every round."""
+    it added 5 pages more (200, 400, 600 rows here after three rounds, without end). With
+    a bound of 300 rows per validator, b takes 200, then the 100 that fit (of the page that
+    reaches the bound, the rows that fit), then none: every new row past the bound, its own
+    pages' and the 200 a relays, is not stored, logged once a round with how many, and a
+    page with nothing to store ends its paging for the round (one page a round once at the
+    bound); the honest peer's rows are stored every round."""
     a, b, liar, electorate = setup(nodes, wallets, live_server, rows_per_page=None)
     a.settings = settings(page_size=PAGE_SIZE)
     a.sync([Peer(a.hotkey, None, 1.0), Peer(liar.hotkey, electorate[1].url, 1.0)])
+    assert rows_of(a, liar.hotkey) == 200  # junk of the liar a holds and relays
     bound = 300
-    counts = []
+    counts, outcomes = [], []
     for n in range(3):
         add_scored(a.store, name=f"honest {n}", miner=wallets["miner1"].hotkey.ss58_address,
                    block=2 + n, bpb=1.0)
@@ -126,18 +129,31 @@ def test_what_one_validator_may_have_stored_here_is_bounded_in_all_with_a_logged
             caplog.clear()
             stored, status = b.sync(electorate, max_rows_per_peer=bound)
         counts.append(rows_of(b, liar.hotkey))
+        outcomes.append((status.pages[(liar.hotkey, "ok")],
+                         status.pages[(liar.hotkey, "row_bound")]))
         assert stored[a.hotkey] >= 1 and rows_of(b, a.hotkey) == 2 + n
-        refusals = [r.getMessage() for r in caplog.records if "row_bound" in r.getMessage()]
+        bounded = [r.getMessage() for r in caplog.records if "row_bound" in r.getMessage()]
         if n == 0:
-            assert refusals == [] and status.refused(liar.hotkey) == 0
+            assert bounded == [] and status.refused(liar.hotkey) == 0
             continue
-        # refused pages are counted; the reason is logged once a round
-        assert status.pages[(liar.hotkey, "row_bound")] >= 1 and len(refusals) == 1
-        assert refusals[0].startswith(f"agreement: refused a page of validator {liar.hotkey}")
-        assert f"past the {bound} one validator may have stored" in refusals[0]
-    assert counts == [200, 280, 280]
+        # round 2: 20 of its third page, its fourth page (40) and the 200 a relays;
+        # round 3: its first page (40) and the 200 a relays
+        skipped = 260 if n == 1 else 240
+        assert bounded == [f"agreement: validator {liar.hotkey} is at its row bound here "
+                           f"(row_bound): {skipped} new rows of it were not stored this "
+                           f"round: its rows stored here reached {bound}, the most one "
+                           "validator may have (the setting agreement.max_rows_per_peer); "
+                           "its rows stored are still updated and its pages read on"]
+    # before: 200, 280, 280 (the page that would pass the bound refused whole)
+    assert counts == [200, 300, 300]
+    # (ok, row_bound) pages of the liar, its own and relayed: 5 relayed pages each round
+    assert outcomes == [(5, 0), (2, 2 + 5), (0, 1 + 5)]
     with b.store.session() as s:
-        assert "refused (row_bound)" in s.get(AgreementPeer, liar.hotkey).last_error
+        assert s.get(AgreementPeer, liar.hotkey).last_error == (
+            "row_bound: 240 new rows of it were not stored this round: its rows stored here "
+            "reached 300, the most one validator may have (the setting "
+            "agreement.max_rows_per_peer); its rows stored are still updated and its pages "
+            "read on")
 
 
 def test_a_relayed_page_with_more_rows_than_its_request_asked_is_refused(wallets):
@@ -195,3 +211,66 @@ def test_what_one_peer_sends_in_a_round_is_held_up_to_a_bound(nodes, wallets, li
     # before: all MAX_PAGES_PER_ROUND pages were fetched (and, now, would wait in memory)
     assert len(sizes) == -(-held // sizes[0]) < MAX_PAGES_PER_ROUND
     assert stored == {liar.hotkey: len(sizes)} and rows_of(b, liar.hotkey) == 1
+
+
+def test_an_honest_validator_at_the_bound_is_read_on_and_its_later_rows_arrive(
+        nodes, wallets, live_server, caplog):
+    """a measured four runs, b may hold 3 of a's rows (pages of 2). The page that reaches
+    the bound stores the row that fits, the one past it is not stored (logged), and b's
+    cursor moves past the page; when a's replay of its first run passes later, that row
+    comes again after the cursor and b stores it verified. Before: the page that would pass
+    the bound was refused whole and its cursor stayed, so b fetched and refused the same
+    page every round and never saw the verdict (2 rows, the first unverified, for good)."""
+    from prism_challenge.agreement.own import next_cursor, own_rows
+    from prism_challenge.storage.tables import Verification
+
+    a, b = nodes["a"], nodes["b"]
+    a.settings = b.settings = settings(page_size=2)
+    miner = wallets["miner1"].hotkey.ss58_address
+    first = add_scored(a.store, name="r1", miner=miner, block=1, bpb=1.0, verified=False)
+    for n in (2, 3, 4):
+        add_scored(a.store, name=f"r{n}", miner=miner, block=n, bpb=1.0)
+    a.serve(live_server)
+    electorate = [Peer(b.hotkey, None, 1.0), Peer(a.hotkey, a.url, 1.0)]
+
+    def served_to_end() -> str:
+        with a.store.session() as s:
+            return next_cursor(own_rows(s), None)
+
+    def held() -> dict[str, bool]:
+        with b.store.session() as s:
+            return {m.digest: m.verified_at is not None for m in s.scalars(
+                select(PeerMeasurement).where(PeerMeasurement.validator == a.hotkey))}
+
+    loop = b.loop(max_rows_per_peer=3)
+    try:
+        with caplog.at_level(logging.INFO, logger="prism.agreement"):
+            assert loop.round(electorate) == {a.hotkey: 3}
+        assert held() == {digest_of("r1"): False, digest_of("r2"): True,
+                          digest_of("r3"): True}
+        assert loop.cursors[a.hotkey] == served_to_end()
+        assert [r.getMessage() for r in caplog.records if "row_bound" in r.getMessage()] == [
+            f"agreement: validator {a.hotkey} is at its row bound here (row_bound): 1 new "
+            "rows of it were not stored this round: its rows stored here reached 3, the most "
+            "one validator may have (the setting agreement.max_rows_per_peer); its rows "
+            "stored are still updated and its pages read on"]
+        assert loop.status.pages[(a.hotkey, "ok")] == 1
+        assert loop.status.pages[(a.hotkey, "row_bound")] == 1
+        with b.store.session() as s:
+            assert s.get(AgreementPeer, a.hotkey).last_error.startswith("row_bound: 1 new")
+
+        with a.store.session() as s:  # a's replay of r1 passes
+            s.add(Verification(submission_id=first, status="passed", attempts=1,
+                               created_at=LONG_AGO + 100, updated_at=LONG_AGO + 100))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="prism.agreement"):
+            assert loop.round(electorate) == {a.hotkey: 1}
+            assert loop.round(electorate) == {a.hotkey: 0}  # nothing new: nothing fetched
+        assert held() == {digest_of("r1"): True, digest_of("r2"): True,
+                          digest_of("r3"): True}
+        assert loop.cursors[a.hotkey] == served_to_end()
+        assert [r for r in caplog.records if "row_bound" in r.getMessage()] == []
+        with b.store.session() as s:
+            assert s.get(AgreementPeer, a.hotkey).last_error is None
+    finally:
+        loop.fetcher.close()

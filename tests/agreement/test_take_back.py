@@ -169,7 +169,11 @@ def test_a_page_with_two_conflicting_rows_of_one_run_is_a_proof_every_validator_
     """The liar serves b one page holding Y verified at 0.98 and Y unverified at 1.05. b
     stores the first row, keeps the page twice as a proof and excludes the liar; c, which
     never reached the liar, fetches b's proofs, checks the page again and excludes the liar
-    too. Before: the second row was skipped, no proof kept, the liar counted everywhere."""
+    too. Before: the second row was skipped, no proof kept, the liar counted everywhere.
+    The proof is served to an asker that checks one-page proofs (`?one_page=true`) only: a
+    validator older than them reads each copy's first row, finds no conflict and would
+    count the proof against b (`proof_no_conflict`) every round; it asks plainly and gets
+    none (before: the one-page proof to every asker)."""
     liar, b, c = wallets["liar"], nodes["b"], nodes["c"]
     y = digest_of("Y")
     first, revised = _verified_then_revised(wallets, y)
@@ -193,7 +197,11 @@ def test_a_page_with_two_conflicting_rows_of_one_run_is_a_proof_every_validator_
     assert status.equivocations == {liar.hotkey.ss58_address: 1}
     with c.store.session() as s:
         assert excluded(s) == {liar.hotkey.ss58_address}
-    served = httpx.get(f"{b.url}/v1/equivocations", timeout=10).json()["proofs"][0]
+    assert httpx.get(f"{b.url}/v1/equivocations", timeout=10).json() == {
+        "proofs": [], "in_force": []}
+    answer = httpx.get(f"{b.url}/v1/equivocations?one_page=true", timeout=10).json()
+    assert [p["validator"] for p in answer["in_force"]] == [liar.hotkey.ss58_address]
+    (served,) = answer["proofs"]
     validator, digest, one, other = check_proof(
         served, netuid=NETUID, own_hotkey=c.hotkey, now_ns=time.time_ns(), skew_s=60,
         max_bytes=1_000_000)
@@ -253,3 +261,35 @@ def test_a_take_over_that_only_renames_the_miner_moves_no_credit(nodes, wallets,
         held = s.scalars(select(Submission).where(Submission.digest == y)).all()
         assert [(sub.hotkey, sub.block) for sub in held] == [(x, first.block)]
         assert [e.hotkey for e in ranked_entries(s, b.settings, b.hotkey).entries] == [x]
+
+
+def test_a_one_page_proof_from_a_validator_serving_it_to_every_asker_is_accepted(
+        nodes, wallets, live_server):
+    """A validator that serves its one-page proofs to every asker (since those proofs, and
+    before they were asked for): c, which never reached the liar, asks it with
+    `one_page=true`, accepts the proof it serves and excludes the liar."""
+    liar, c = wallets["liar"], nodes["c"]
+    y = digest_of("Y")
+    first, revised = _verified_then_revised(wallets, y)
+    _, signed = _signed(liar, [first, revised], 1)
+    one_page = {"validator": liar.hotkey.ss58_address, "digest": y,
+                "pages": [signed.to_json(), signed.to_json()]}
+    asked: list[str] = []
+    app = FastAPI()
+
+    @app.get("/v1/equivocations")
+    def proofs(request: Request) -> dict:
+        asked.append(request.url.query)
+        return {"proofs": [one_page]}
+
+    url = live_server(app)
+    peer = wallets["a"].hotkey.ss58_address  # a permitted validator serving that answer
+    _, status = c.sync([Peer(c.hotkey, None, 1.0), Peer(peer, url, 1.0),
+                        Peer(liar.hotkey.ss58_address, None, 1.0)])
+    assert asked == ["one_page=true"]
+    assert status.equivocations == {liar.hotkey.ss58_address: 1}
+    assert status.refused(peer) == 0
+    with c.store.session() as s:
+        assert excluded(s) == {liar.hotkey.ss58_address}
+        (proof,) = s.scalars(select(Equivocation)).all()
+        assert (proof.validator, proof.digest) == (liar.hotkey.ss58_address, y)
