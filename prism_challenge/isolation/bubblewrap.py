@@ -162,6 +162,8 @@ class BubblewrapBackend:
         argv += harness_args()
         argv += self.device_binds(spec)
         argv += ["--remount-ro", "/"]  # the sandbox's own root: only /tmp and binds write
+        if not spec.tmp_writable:  # /dev's own tmpfs holds /dev/shm; device nodes still open
+            argv += ["--remount-ro", "/tmp", "--remount-ro", "/dev"]
         for key, value in sorted(self.environment(spec).items()):
             argv += ["--setenv", key, value]
         argv += ["--chdir", spec.cwd, "--", *spec.argv]

@@ -36,15 +36,18 @@ def container_kwargs(spec: SandboxSpec, image: str) -> dict[str, Any]:
         "pids_limit": spec.limits.pids_max,
         "mem_limit": spec.limits.memory_bytes,
         "memswap_limit": spec.limits.memory_bytes,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={min(spec.limits.disk_bytes, 2**30)}"},
-        "shm_size": min(spec.limits.memory_bytes // 4, 2**31),
+        "tmpfs": {"/tmp": f"{'rw' if spec.tmp_writable else 'ro'},nosuid,nodev,"
+                          f"size={min(spec.limits.disk_bytes, 2**30)}"},
         "ulimits": _ulimits(spec),
         "volumes": volumes,
-        "ipc_mode": "private",
+        # no /dev/shm at all where the spec keeps /tmp unwritable (/dev is root's, 0755)
+        "ipc_mode": "private" if spec.tmp_writable else "none",
         "detach": True,
         "name": spec.name,
         "labels": {"prism.sandbox": "1"},
     }
+    if spec.tmp_writable:
+        kwargs["shm_size"] = min(spec.limits.memory_bytes // 4, 2**31)
     if spec.gpus:  # the runtime exposes exactly these GPUs (as 0..n-1 inside)
         kwargs["device_requests"] = [
             DeviceRequest(device_ids=[g.id for g in spec.gpus], capabilities=[["gpu"]])

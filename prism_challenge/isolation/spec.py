@@ -66,6 +66,10 @@ class SandboxSpec:
     # may start in the backend's prewarmed interpreter; False: cold (a replay of a run that
     # started cold starts as it did, since a program can tell the two apart)
     prewarm: bool = True
+    # False: /tmp and /dev/shm cannot be written. For a sandbox whose processes answer one
+    # task each (the eval): a file one leaves there could be read by the next, so there is
+    # nowhere to leave one but the scratch the harness writes (TMPDIR lies in it)
+    tmp_writable: bool = True
 
 
 def human_bytes(n: int) -> str:

@@ -316,7 +316,7 @@ class Runner:
             env=self._env({"PRISM_SUBMISSION": "/submission", "PRISM_INPUTS": "/inputs"}),
             limits=self._limits(s.eval_time_s), scratch=paths.eval_scratch,
             gpus=self.devices(), cpus=() if self.slot is None else self.slot.cpus,
-            name=f"{name}-eval",
+            name=f"{name}-eval", tmp_writable=False,
         )
 
     @property

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from fixture_bundles import bundle
+from sandbox_kit import digest_of
 
 from prism_challenge.sandbox.harness.task_process import (
     DONE,
@@ -143,33 +144,44 @@ def test_the_kernel_s_account_refuses_shared_memory():
     assert "left memory shared between processes" in out[1] and "/dev/shm/torch_" in out[1]
 
 
-def test_the_eval_refuses_a_shared_memory_build_in_the_real_sandbox(run):
-    """Training does not mind the tensor (the AST policy refuses the call at the gate); the
-    eval sandbox, whose task processes would all share it, refuses the build before any
+@pytest.mark.parametrize("share, said_part", [
+    # a shared anonymous mapping needs no file: the kernel's account refuses it before a fork
+    ("import mmap\n    m.keep = mmap.mmap(-1, 4096)",
+     "left memory shared between processes"),
+    # torch's shared tensors are files in /dev/shm, which the eval sandbox cannot write
+    ("m.keep = torch.zeros(4)\n    m.keep.share_memory_()", "Read-only file system"),
+])
+def test_the_eval_refuses_a_shared_memory_build_in_the_real_sandbox(run, share, said_part):
+    """Training does not mind the sharing (the AST policy refuses both calls at the gate);
+    the eval sandbox, whose task processes would all share the memory, ends before any
     task and says why."""
     tiny = bundle("tiny")
     arch = tiny["architecture.py"].decode()
     assert "return Tiny(ctx.vocab_size)" in arch
     shared = arch.replace("return Tiny(ctx.vocab_size)",
-                          "m = Tiny(ctx.vocab_size)\n    m.keep = torch.zeros(4)\n"
-                          "    m.keep.share_memory_()\n    return m")
+                          f"m = Tiny(ctx.vocab_size)\n    {share}\n    return m")
     record = run({**tiny, "architecture.py": shared.encode()})
     assert record.exit_reason == "ok"  # training was fine
     said = f"{record.eval.exit_reason} {record.eval.detail}"
-    assert "left memory shared between processes" in said, said
+    assert said_part in said, said
     assert record.eval.val_tokens == 0
 
 
-def test_memory_shared_after_every_check_of_the_build_is_still_refused(run):
+def test_memory_shared_after_every_check_of_the_build_gains_nothing(runner, tiny_run,
+                                                                    tmp_path):
     """A red team's learner shares its memory from a finaliser the eval process's own
     collection runs just before it forks (fixture `eval_shm_learner`: 2.4692 against the
-    honest 2.5537, eligible, against a check of the build's objects); the kernel's account
-    is read before every fork."""
-    record = run(bundle("eval_shm_learner"))
-    assert record.exit_reason == "ok"
-    said = f"{record.eval.exit_reason} {record.eval.detail}"
-    assert "left memory shared between processes" in said, said
-    assert record.eval.val_tokens == 0
+    honest 2.5537, eligible, against a check of the build's objects; refused by the kernel's
+    account read before every fork once /dev/shm was writable). The eval sandbox's /dev/shm
+    cannot be written: the sharing fails inside the finaliser, whose error Python ignores,
+    and the learner answers as the honest model."""
+    honest = tiny_run[1]
+    files = bundle("eval_shm_learner")
+    record = runner.run(files, digest_of(files), tmp_path / "b")
+    assert record.exit_reason == "ok" and record.eval.exit_reason == "ok", record.eval.detail
+    assert record.eval.val_tokens == honest.eval.val_tokens > 0
+    assert record.eval.val_bpb_trained == honest.eval.val_bpb_trained
+    assert record.eval.val_bpb_twin == honest.eval.val_bpb_twin
 
 
 def test_a_task_process_keeps_no_descriptor_it_inherited_but_stdio_and_what_it_was_given(
