@@ -400,7 +400,9 @@ class PeerSync:
         return min(room, len(new)), set(new[room:])
 
     def _bound_reason(self, validator: str) -> str:
-        return (f"{self.past_bound[validator]} new rows of it were not stored this round: "
+        n = self.past_bound[validator]
+        rows = "1 new row of it was" if n == 1 else f"{n} new rows of it were"
+        return (f"{rows} not stored this round: "
                 f"its rows stored here reached {self.max_rows_per_peer}, the most one "
                 "validator may have (the setting agreement.max_rows_per_peer); its rows "
                 "stored are still updated and its pages read on")

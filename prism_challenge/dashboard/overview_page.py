@@ -167,7 +167,8 @@ def equivocations_html(view: Overview) -> str:
         f'<p>{badge("equivocation", "warn")} validator {hotkey(v)} signed two different '
         f'measurements of run <span class="mono">{esc(d[:16])}</span>; its measurements are '
         f"excluded until {esc(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(until)))} "
-        f"(proof at /v1/equivocations)</p>" for v, d, until in view.equivocations)
+        # one-page proofs are served only to an asker that says it checks them
+        f"(proof at /v1/equivocations?one_page=true)</p>" for v, d, until in view.equivocations)
 
 
 def credit_share_html(view: Overview) -> str:

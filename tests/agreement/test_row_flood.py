@@ -251,7 +251,7 @@ def test_an_honest_validator_at_the_bound_is_read_on_and_its_later_rows_arrive(
         assert loop.cursors[a.hotkey] == served_to_end()
         assert [r.getMessage() for r in caplog.records if "row_bound" in r.getMessage()] == [
             f"agreement: validator {a.hotkey} is at its row bound here (row_bound): 1 new "
-            "rows of it were not stored this round: its rows stored here reached 3, the most "
+            "row of it was not stored this round: its rows stored here reached 3, the most "
             "one validator may have (the setting agreement.max_rows_per_peer); its rows "
             "stored are still updated and its pages read on"]
         assert loop.status.pages[(a.hotkey, "ok")] == 1

@@ -5,6 +5,7 @@ is taken over by an earlier committer moves its row to that miner with no proof.
 
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
@@ -206,6 +207,10 @@ def test_a_page_with_two_conflicting_rows_of_one_run_is_a_proof_every_validator_
         served, netuid=NETUID, own_hotkey=c.hotkey, now_ns=time.time_ns(), skew_s=60,
         max_bytes=1_000_000)
     assert (validator, digest, one) == (liar.hotkey.ss58_address, y, other)
+    # the dashboard's line points where the proof is served, one-page proofs included
+    board = httpx.get(f"{b.url}/dashboard", timeout=10).text
+    link = re.search(r"proof at (/v1/equivocations\S*)\)", board).group(1)
+    assert httpx.get(f"{b.url}{link}", timeout=10).json()["proofs"] == [served]
     # the same page twice is no proof when it holds one row of the run, or two that agree
     for rows in ([first], [first, first.model_copy(update={"miner_hotkey": c.hotkey})]):
         single, signed = _signed(liar, rows, 9)
