@@ -25,7 +25,7 @@ from bittensor import http_auth
 from pydantic import ValidationError
 
 from prism_challenge.agreement.peers import Peer
-from prism_challenge.agreement.signed import Signed, signed_headers
+from prism_challenge.agreement.signed import Signed, nonce_of, signed_headers
 from prism_challenge.agreement.wire import MeasurementsPage, target
 
 
@@ -256,6 +256,9 @@ class PeerFetcher:
                               f"{type(exc).__name__}: {exc}") from None
         except UnicodeEncodeError:
             raise PeerRefused("signature", f"{peer.url}: unreadable signature headers") from None
+        if nonce_of(signed_headers(headers)) is None:
+            raise PeerRefused("signature", f"{peer.url}: the page's nonce header is not a "
+                              "plain decimal integer")
         if caller.hotkey_ss58 != peer.hotkey:
             raise PeerRefused("wrong_validator", f"{peer.url}: the page is signed by "
                               f"{caller.hotkey_ss58}, not by {peer.hotkey}")

@@ -28,6 +28,20 @@ MAX_TARGET_CHARS = 200
 _FOREVER_S = 1e10  # no lower bound on a relayed page's age
 
 
+def nonce_of(headers: dict[str, str]) -> int | None:
+    """The signing time (ns) a page's nonce header states, if it is written the one way it
+    can be: plain ASCII digits, no sign, space, underscore or leading zero. The signature
+    covers the integer `int()` reads, and `int()` also reads `+123`, ` 123` or `1_23`: a
+    page re-sent under such a header still verifies, so its author's time order would be
+    whatever the reader's parser makes of it (two of an honest validator's pages could be
+    put in the wrong order and shown as a verdict it took back). A page in any other form
+    is refused wherever it arrives (`check`, and a fetched page in fetch.py)."""
+    value = headers.get(NONCE_HEADER)
+    if value is None or not (value.isascii() and value.isdigit()) or str(int(value)) != value:
+        return None
+    return int(value)
+
+
 class PageInvalid(Exception):
     """A signed page (relayed, or inside a proof) that does not check out."""
 
@@ -51,8 +65,8 @@ class Signed:
 
     @property
     def signed_ns(self) -> int:
-        value = self.headers.get(NONCE_HEADER, "")
-        return int(value) if value.isdigit() else -1
+        value = nonce_of(self.headers)
+        return -1 if value is None else value
 
     def to_json(self) -> dict:
         return {"target": self.target, "headers": self.headers,
@@ -109,6 +123,9 @@ def check(signed: Signed, *, netuid: int, own_hotkey: str, now_ns: int,
                           f"{type(exc).__name__}: {exc}") from None
     except UnicodeEncodeError:
         raise PageInvalid("signature", "unreadable signature headers") from None
+    if nonce_of(signed.headers) is None:
+        raise PageInvalid("signature", "the page's nonce header is not a plain decimal "
+                          "integer (the form its author's node writes)")
     try:
         page = MeasurementsPage.model_validate_json(signed.body)
     except ValidationError as exc:
