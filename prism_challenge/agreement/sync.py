@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from prism_challenge.agreement.equivocation import (
     check_proof,
+    conflicting,
     conflicting_pages,
     record,
     same_run,
@@ -77,6 +78,13 @@ HELD_PAGES_PER_PEER = 16
 # are not; its rows already stored are still updated and its cursor moves past it, so a
 # validator at the bound only stops adding runs here (logged once a round, `row_bound`).
 MAX_ROWS_PER_PEER = 100_000
+# Bytes of one validator's signed pages kept here (to be relayed, and to prove an
+# equivocation against), per row it may have stored (`max_rows_per_peer`): a page is kept
+# while one stored row comes from it, so without a bound on bytes a validator could pin a
+# whole page (up to `max_page_bytes`) with every row. An honest row is well under 1 kB (its
+# stream parts at most `scoring.dethrone_windows`); a page that would take its validator
+# past the bound is refused (`page_bytes`), and only checked for equivocation.
+SIGNED_BYTES_PER_ROW = 4096
 
 
 @dataclass
@@ -118,6 +126,9 @@ class PeerSync:
     max_rows_per_peer: int = MAX_ROWS_PER_PEER
     # new rows of each validator not stored this round, its rows being at the bound
     past_bound: Counter[str] = field(default_factory=Counter)
+    # the most stream parts a row may carry: this validator's `scoring.dethrone_windows`
+    # (every validator of one scoring version cuts the stream into that many stretches)
+    max_stream_parts: int = 32
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
@@ -197,6 +208,10 @@ class PeerSync:
             if page.scoring_version != SCORING_VERSION:
                 got.other_version = page.scoring_version or "unknown"
                 return
+            flaw = page_flaw(page, max_stream_parts=self.max_stream_parts)
+            if flaw is not None:
+                got.failure = PeerRefused(flaw[0], f"{peer.url}: {flaw[1]}")
+                return
             got.pages.append((page, signed))
             got.held_bytes += len(signed.body)
             digests = {row.digest for row in page.rows} - seen
@@ -226,7 +241,8 @@ class PeerSync:
             proofs: list[tuple[str, str]] = []
             with self.store.session() as s:
                 fits, skip = self._room(s, page)
-                taken = self._takes(page.validator, fits)
+                kept = self._keeps(s, page.validator, signed)
+                taken = kept and self._takes(page.validator, fits)
                 if taken:
                     total += store_page(s, page, signed=signed, ban_s=self.ban_s,
                                         proofs=proofs, skip=skip)
@@ -235,6 +251,9 @@ class PeerSync:
                         page_proofs(s, later, later_signed, ban_s=self.ban_s, proofs=proofs)
                 _mark(s, peer, ok_at=time.time(), error=None)
             self._proven(proofs, "served")
+            if not kept:
+                self._refuse_bytes(peer, page.validator, signed, note=True)
+                break
             if not taken:
                 log.info("agreement: peer %s has more new rows than one round takes (%d); "
                          "the rest is fetched next round", peer.hotkey, self._max_new_rows)
@@ -317,10 +336,17 @@ class PeerSync:
             return
         if page.validator not in permitted or page.scoring_version != SCORING_VERSION:
             return  # this node itself, a validator it does not count, or another version
+        flaw = page_flaw(page, max_stream_parts=self.max_stream_parts)
+        if flaw is not None:
+            self.status.page(peer.hotkey, f"relay_{flaw[0]}")
+            log.warning("agreement: refused a page of %s relayed by %s (%s): %s; nothing "
+                        "stored", page.validator, peer.hotkey, flaw[0], flaw[1])
+            return
         proofs: list[tuple[str, str]] = []
         with self.store.session() as s:
             fits, skip = self._room(s, page)
-            taken = self._takes(page.validator, fits)
+            kept = self._keeps(s, page.validator, signed)
+            taken = kept and self._takes(page.validator, fits)
             if taken:
                 rows = store_page(s, page, signed=signed, ban_s=self.ban_s, proofs=proofs,
                                   skip=skip)
@@ -328,6 +354,8 @@ class PeerSync:
             else:  # past its new rows this round; its own pages bring them later
                 page_proofs(s, page, signed, ban_s=self.ban_s, proofs=proofs)
         self._proven(proofs, f"relayed by {peer.hotkey}")
+        if not kept:
+            self._refuse_bytes(peer, page.validator, signed, note=False)
         if taken:
             self.past_bound[page.validator] += len(skip)
             self.status.page(page.validator, "row_bound" if skip else "relayed", rows=rows)
@@ -399,6 +427,35 @@ class PeerSync:
         room = max(0, self.max_rows_per_peer - _stored(session, page.validator))
         return min(room, len(new)), set(new[room:])
 
+    @property
+    def max_signed_bytes(self) -> int:
+        """The bytes of one validator's signed pages kept here (`SIGNED_BYTES_PER_ROW` per
+        row it may have stored)."""
+        return self.max_rows_per_peer * SIGNED_BYTES_PER_ROW
+
+    def _keeps(self, session: Session, validator: str, signed: Signed) -> bool:
+        """Whether `signed` may be kept: it is kept already, or it fits in what its
+        validator's signed pages may take here (`max_signed_bytes`)."""
+        if session.scalar(select(SignedPage.id).where(
+                SignedPage.validator == validator,
+                SignedPage.sha256 == signed.sha256)) is not None:
+            return True
+        size = session.scalar(select(func.sum(func.length(SignedPage.body))).where(
+            SignedPage.validator == validator)) or 0
+        return size + len(signed.body) <= self.max_signed_bytes
+
+    def _refuse_bytes(self, peer: Peer, validator: str, signed: Signed, *, note: bool) -> None:
+        """A page of `validator` not stored: its signed pages kept here would pass their
+        bound (it was checked for equivocation); counted against the peer that sent it."""
+        reason = (f"a page of {validator} of {len(signed.body)} bytes would take its signed "
+                  f"pages kept here past {self.max_signed_bytes} bytes ({SIGNED_BYTES_PER_ROW} "
+                  "per row of agreement.max_rows_per_peer); nothing stored")
+        self.status.page(peer.hotkey, "page_bytes" if note else "relay_page_bytes")
+        log.warning("agreement: refused a page sent by %s (page_bytes): %s", peer.hotkey,
+                    reason)
+        if note:
+            self._note(peer, f"refused (page_bytes): {reason}")
+
     def _bound_reason(self, validator: str) -> str:
         n = self.past_bound[validator]
         rows = "1 new row of it was" if n == 1 else f"{n} new rows of it were"
@@ -447,6 +504,30 @@ def _stored(session: Session, validator: str) -> int:
     return session.scalar(select(func.count()).select_from(PeerMeasurement).where(
         PeerMeasurement.validator == validator,
         PeerMeasurement.scoring_version == SCORING_VERSION)) or 0
+
+
+def page_flaw(page: MeasurementsPage, *, max_stream_parts: int) -> tuple[str, str] | None:
+    """(reason, sentence) when a page of this scoring version holds rows this validator
+    would never store, else None: a row of another scoring version than the page's
+    (`row_version`), a row with more stream parts than this validator cuts the stream into
+    (`stream_parts`), or a second row of a digest that agrees with the first
+    (`repeated_row`: an honest page holds one row a run). Such rows would only make the
+    page bigger, and a page is kept while one row comes from it. A second row that
+    conflicts with the first is no flaw: the page is then a proof of equivocation, stored
+    as such (`store_page`)."""
+    first: dict[str, MeasurementRow] = {}
+    for row in page.rows:
+        if row.scoring_version != page.scoring_version:
+            return "row_version", (f"a row of scoring version {row.scoring_version} in a "
+                                   f"page of {page.scoring_version}")
+        if row.stream_parts is not None and len(row.stream_parts) > max_stream_parts:
+            return "stream_parts", (f"a row of {len(row.stream_parts)} stream parts, more "
+                                    f"than the {max_stream_parts} of scoring.dethrone_windows")
+        was = first.setdefault(row.digest, row)
+        if was is not row and not (conflicting(was, row) or conflicting(row, was)):
+            return "repeated_row", (f"a second row of run {row.digest[:16]} that agrees "
+                                    "with the first")
+    return None
 
 
 def _relay_answer(data: object, max_bytes: int) -> tuple[list[Signed], int]:

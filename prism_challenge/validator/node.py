@@ -269,7 +269,8 @@ class ValidatorNode:
                         netuid=self.settings.chain.netuid, relay=cfg.relay,
                         ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
                         max_page_bytes=cfg.max_page_bytes,
-                        max_rows_per_peer=cfg.max_rows_per_peer, bundles=bundles)
+                        max_rows_per_peer=cfg.max_rows_per_peer, bundles=bundles,
+                        max_stream_parts=self.settings.scoring.dethrone_windows)
         try:
             while True:
                 try:

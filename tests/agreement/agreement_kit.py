@@ -52,8 +52,11 @@ def signed_page(wallet: bittensor.Wallet, request: Request, rows: list[Measureme
                     headers=http_auth.sign(wallet, method="GET", path=asked, body=body))
 
 
-def settings(**agreement) -> Settings:
+def settings(*, dethrone_windows: int = 32, **agreement) -> Settings:
+    """A validator's settings with `agreement` settings; `dethrone_windows`: the stretches
+    it cuts the stream into (the most stream parts a row it stores may carry)."""
     return Settings(chain={"netuid": NETUID}, agreement=agreement,
+                    scoring={"dethrone_windows": dethrone_windows},
                     weights={"winner_share": 1.0, "research_share": 0.0})
 
 
@@ -115,7 +118,8 @@ class Node:
         loop = PeerSync(self.store, PeerFetcher(**(kwargs | fetcher)), self.status,
                         cfg.page_size, netuid=NETUID, relay=cfg.relay,
                         ban_s=cfg.equivocation_ban_s, skew_s=cfg.signature_max_age_s,
-                        max_page_bytes=cfg.max_page_bytes, bundles=bundles)
+                        max_page_bytes=cfg.max_page_bytes, bundles=bundles,
+                        max_stream_parts=self.settings.scoring.dethrone_windows)
         if max_rows_per_peer is not None:
             loop.max_rows_per_peer = max_rows_per_peer
         return loop

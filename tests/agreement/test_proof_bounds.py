@@ -9,7 +9,7 @@ import json
 import time
 
 import httpx
-from agreement_kit import NETUID
+from agreement_kit import NETUID, settings
 from bittensor import http_auth
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -59,6 +59,9 @@ def proofs_of(node) -> list[tuple[str, int, float, int]]:
 def test_pages_conflicting_on_every_row_store_and_serve_one_proof_in_force(
         nodes, wallets, live_server):
     b, c, liar = nodes["b"], nodes["c"], nodes["liar"]
+    # rows of 1024 stream parts: validators cutting the stream into that many stretches
+    b.settings = settings(dethrone_windows=1024)
+    c.settings = settings(dethrone_windows=1024)
     bpb, signed_ns = [1.0], []
     url = live_server(shifting_liar(liar.wallet, wallets["miner1"].hotkey.ss58_address, bpb,
                                     signed_ns))

@@ -188,7 +188,8 @@ def test_what_one_peer_sends_in_a_round_is_held_up_to_a_bound(nodes, wallets, li
 
     b, liar = nodes["b"], nodes["liar"]
     max_page_bytes = 30_000
-    b.settings = settings(max_page_bytes=max_page_bytes, relay=False)
+    # rows of 1024 stream parts: a validator cutting the stream into that many stretches
+    b.settings = settings(max_page_bytes=max_page_bytes, relay=False, dethrone_windows=1024)
     wallet, miner = liar.wallet, wallets["miner2"].hotkey.ss58_address
     sizes: list[int] = []
     app = FastAPI()
