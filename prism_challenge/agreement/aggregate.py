@@ -26,6 +26,9 @@ a split heals as soon as they do (no decision is remembered between epochs).
 - Eligible: validators holding more than half of the counted stake say so. Verified (may
   lead): validators holding more than `quorum` of the permitted stake passed its replay
   (each pass counts once settled too).
+- The entry keeps its own `scored_at` (when this validator scored it; 0 for a run only peers
+  measured): peers' `measured_at` never makes a run the "most recent score", which would let
+  one peer publishing an old key's run late choose the key weights are set on.
 """
 
 from __future__ import annotations
@@ -101,8 +104,9 @@ def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping
               *, quorum: float, now: float, settle_s: float = 0.0,
               permitted: float | None = None) -> Entry | None:
     """`entry` with bpb, delta, eligibility and verification replaced by the aggregate of
-    `measurements`, or None while the counted stake is not above `quorum` of `permitted`
-    (the stake of every permitted validator; default: the total of `stakes`, never less)."""
+    `measurements` (its `scored_at` kept), or None while the counted stake is not above
+    `quorum` of `permitted` (the stake of every permitted validator; default: the total of
+    `stakes`, never less)."""
     total = max(sum(s for s in stakes.values() if s > 0), permitted or 0.0)
     held = counted(measurements, stakes, now=now, settle_s=settle_s)
     held_stake = sum(stakes[m.validator] for m in held)
@@ -119,5 +123,4 @@ def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping
         "censored": False,  # a run stopped early is served as not eligible: counted above
         "verification": "passed" if verified_stake > quorum * total else (
             entry.verification if entry.verification != "passed" else "queued"),
-        "scored_at": max(entry.scored_at, max(m.measured_at for m in held)),
     })

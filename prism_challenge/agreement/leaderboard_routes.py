@@ -24,10 +24,11 @@ def build(deps: ApiDeps) -> APIRouter:
         runs of hotkeys that left are listed apart (`departed`)."""
         sc = deps.settings.scoring
         with deps.store.session() as session:
-            entries = ranked_entries(session, deps.settings, deps.hotkey,
-                                     now=deps.clock()).entries
+            ranked = ranked_entries(session, deps.settings, deps.hotkey, now=deps.clock())
+        entries = ranked.entries
         return build_leaderboard(entries, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
-                                 z=sc.dethrone_z, corpus=corpus,
+                                 z=sc.dethrone_z,
+                                 corpus=ranked.corpus if corpus is None else corpus,
                                  hotkeys=registered_among(deps.metagraph,
                                                           {e.hotkey for e in entries}))
 

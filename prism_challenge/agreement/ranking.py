@@ -8,6 +8,11 @@ a validator that reaches (itself included) no more than `quorum` of that stake r
 nothing and says so (`Ranked.note`, a warning each epoch), rather than rank on a minority
 that an unreachable majority, or peers answering only some validators, would outvote.
 A run without a quorum yet is left out.
+
+The competition key ranked on (`Ranked.corpus`) is the one this validator scores under now:
+that of its own latest score, or, before its first score, the key the most counted stake
+measures under. Peers' measurement times never choose it: a peer publishing a run of an old
+key late, however recent its `measured_at`, cannot move the weights onto that key.
 """
 
 from __future__ import annotations
@@ -39,16 +44,19 @@ class Ranked:
     degraded: bool = False  # no quorum of the permitted stake reached: worth a warning
     no_quorum: bool = False  # nothing ranked: the epoch offers no weights (they stay as set)
     electorate: tuple[int, float] | None = None  # (validators reached, their permitted share)
+    corpus: str | None = None  # the competition key weights are set on (None: nothing scored)
 
 
 def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None, *,
                    now: float | None = None) -> Ranked:
     own = load_entries(session)
+    key = latest_corpus(own)  # the key of this validator's own latest score
     cfg = settings.agreement
     if not cfg.enabled:
-        return Ranked(own, False, "own measurements (agreement.enabled is false)")
+        return Ranked(own, False, "own measurements (agreement.enabled is false)", corpus=key)
     if own_hotkey is None:
-        return Ranked(own, False, "own measurements (this validator's hotkey is not known)")
+        return Ranked(own, False, "own measurements (this validator's hotkey is not known)",
+                      corpus=key)
     now = time.time() if now is None else now
     stakes = electorate_stakes(session, own_hotkey, now=now,
                                stale_s=cfg.peer_stale_s)
@@ -56,7 +64,7 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
     known = session.scalar(select(func.count()).select_from(AgreementPeer).where(
         AgreementPeer.validator != own_hotkey)) or 0
     if not known:
-        return Ranked(own, False, "own measurements: no peer validator is known")
+        return Ranked(own, False, "own measurements: no peer validator is known", corpus=key)
     banned = excluded(session, now=now)
     stakes = {v: st for v, st in stakes.items() if v not in banned or v == own_hotkey}
     reached = sum(stakes.values())
@@ -68,14 +76,14 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
                       f"hold {share:.1%} of the permitted stake, not more than the quorum "
                       f"{cfg.quorum:.1%} (agreement.quorum); weights stay as last set until "
                       "more peers answer", degraded=True, no_quorum=True,
-                      electorate=(len(stakes), share))
+                      electorate=(len(stakes), share), corpus=key)
     # every permitted validator's signed measurements held here count, reached lately
     # or not (relayed pages make every honest validator hold the same ones); a proven
     # equivocator's do not
     counting = {v: st for v, st in permitted_stakes(session).items() if v not in banned}
     counting[own_hotkey] = stakes[own_hotkey]
     measured = _measurements(session, own_hotkey, set(counting))
-    corpus = latest_corpus(own) or _peers_key(session, counting)
+    corpus = key or _peers_key(session, counting)
     out = []
     for entry in own + _unscored(session, corpus, measured):
         ms = measured.get((entry.digest, entry.hotkey, entry.corpus), [])
@@ -87,7 +95,7 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
     return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
                   f"(stake {reached:g} of {permitted:g} permitted); {len(out)} of {len(own)} runs "
                   f"scored here or by peers have a quorum{proven}",
-                  electorate=(len(stakes), reached / permitted))
+                  electorate=(len(stakes), reached / permitted), corpus=corpus)
 
 
 def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float
@@ -140,13 +148,18 @@ def _measurements(session: Session, own_hotkey: str, validators: set[str]
 def _peers_key(session: Session, counting: dict[str, float]) -> str | None:
     """The competition key the most counted stake measures under: what a validator that
     has scored nothing yet ranks the runs it holds on (else it would rank nothing, a burn,
-    until its own first score)."""
+    until its own first score). On equal stake, the key the heaviest single validator
+    measures under; the name decides only between keys equal on both."""
     stake: dict[str, float] = defaultdict(float)
+    heaviest: dict[str, float] = defaultdict(float)
     for validator, key in {(v, k) for v, k in session.execute(
             select(PeerMeasurement.validator, PeerMeasurement.corpus)
             .where(PeerMeasurement.scoring_version == SCORING_VERSION))}:
         stake[key] += counting.get(validator, 0.0)
-    return max(sorted(stake), key=lambda k: stake[k]) if any(stake.values()) else None
+        heaviest[key] = max(heaviest[key], counting.get(validator, 0.0))
+    if not any(stake.values()):
+        return None
+    return max(sorted(stake), key=lambda k: (stake[k], heaviest[k]))
 
 
 def _parts(value: list[float] | None) -> tuple[float, ...] | None:

@@ -145,7 +145,9 @@ def load_overview(
             research_credit = session_credit(session, settings)
         except ValueError as exc:  # e.g. a ledger the registry refuses to replay
             research_credit, credit_error = {}, f"research credit unavailable: {exc}"
-    entries = ranked_entries(session, settings, hotkey, now=now).entries
+    ranked = ranked_entries(session, settings, hotkey, now=now)
+    entries = ranked.entries
+    corpus = ranked.corpus if corpus is None else corpus  # the key weights are set on
     board = build_leaderboard(
         entries,
         epsilon=settings.scoring.epsilon_bpb,

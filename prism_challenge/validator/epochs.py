@@ -43,9 +43,10 @@ def run_epoch(settings: Settings, store: Store, metagraph: MetagraphView,
         ranked = ranked_entries(s, settings, hotkey)
         queued = verification_jobs.queue_contenders(s, settings, slots=slots,
                                                     entries=ranked.entries,
-                                                    metagraph=metagraph)
-        try:
-            plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit)
+                                                    metagraph=metagraph, corpus=ranked.corpus)
+        try:  # weights go on the key this validator scores under now, never a peer's pick
+            plan = build_plan(ranked.entries, metagraph, settings, research_credit=credit,
+                              corpus=ranked.corpus)
         except ValueError as exc:  # weights.burn_uid names no uid here, or a bad credit
             plan, problem = None, str(exc)
     (log.warning if ranked.degraded else log.info)("epoch: ranking on %s", ranked.note)

@@ -88,7 +88,8 @@ class EvaluationWorker:
         return verification_jobs.queue_contenders(s, self.settings, now=now,
                                                   slots=self._slot_count(),
                                                   entries=ranked.entries,
-                                                  metagraph=self.metagraph)
+                                                  metagraph=self.metagraph,
+                                                  corpus=ranked.corpus)
 
     def claim(self, *, admitted: bool = False) -> int | None:
         """Take the oldest queued submission (or fail it when its attempts are spent)."""

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from prism_challenge.chain.metagraph import MetagraphView, registered_among
 from prism_challenge.config.settings import Settings
-from prism_challenge.scoring.leaderboard import Entry, contenders
+from prism_challenge.scoring.leaderboard import Entry, contenders, latest_corpus
 from prism_challenge.scoring.queries import load_entries
 from prism_challenge.storage import Store, serialize_on
 from prism_challenge.storage.tables import Verification
@@ -28,11 +28,14 @@ ACTIVE = ("queued", "running")
 
 def queue_contenders(session: Session, settings: Settings, *, now: float | None = None,
                      slots: int | None = None, entries: list[Entry] | None = None,
-                     metagraph: MetagraphView | None = None) -> list[int]:
+                     metagraph: MetagraphView | None = None, corpus: str | None = None
+                     ) -> list[int]:
     """Queue replays for the best contenders, as many as there are evaluation slots free
     (`slots`: the node's planned slot count; else `validator.slots`, else 1). `entries`:
     what the validator ranks (default: its own scores); only runs scored here are queued.
-    With a `metagraph`, only registered hotkeys compete, as in the weights."""
+    With a `metagraph`, only registered hotkeys compete, as in the weights. `corpus`: the
+    competition key contended on (`Ranked.corpus`, the key weights are set on); default:
+    the key of this validator's own latest score."""
     if not settings.verification.enabled:
         return []
     # Workers and the epoch loop queue at once; on PostgreSQL two of them would otherwise
@@ -49,6 +52,7 @@ def queue_contenders(session: Session, settings: Settings, *, now: float | None 
     ranked = own if entries is None else entries
     found = [e for e in contenders(ranked, epsilon=sc.epsilon_bpb, margin=sc.dethrone_margin,
                                    z=sc.dethrone_z,
+                                   corpus=latest_corpus(own) if corpus is None else corpus,
                                    hotkeys=registered_among(metagraph,
                                                             {e.hotkey for e in ranked}))
              if e.submission_id in scored_here]

@@ -189,8 +189,10 @@ def load_plan(
     now: float | None = None,
 ) -> WeightPlan:
     """The plan for everything scored in the store. With this validator's `hotkey` and
-    `agreement.enabled`, runs rank on the shared-input aggregate (agreement/ranking.py)."""
+    `agreement.enabled`, runs rank on the shared-input aggregate (agreement/ranking.py).
+    `corpus` None: the competition key this validator scores under now (`Ranked.corpus`)."""
+    ranked = ranked_entries(session, settings, hotkey, now=now)
     return build_plan(
-        ranked_entries(session, settings, hotkey, now=now).entries, metagraph, settings,
-        research_credit=research_credit, corpus=corpus,
+        ranked.entries, metagraph, settings,
+        research_credit=research_credit, corpus=ranked.corpus if corpus is None else corpus,
     )
