@@ -129,6 +129,10 @@ class PeerSync:
     # the most stream parts a row may carry: this validator's `scoring.dethrone_windows`
     # (every validator of one scoring version cuts the stream into that many stretches)
     max_stream_parts: int = 32
+    # sha256 of the relayed pages checked this round: a copy relayed again (by the same
+    # peer or another) changes nothing and is passed over, so a peer relaying one old page
+    # many times costs one check of it a round
+    relayed_seen: set[str] = field(default_factory=set)
 
     def round(self, electorate: list[Peer], *, now: float | None = None) -> dict[str, int]:
         """Fetch from every peer (electorate[0] is this node); returns rows stored per peer
@@ -151,6 +155,7 @@ class PeerSync:
         budget = RoundBudget(PEER_ROUND_TIMEOUTS * self.fetcher.timeout_s)
         self.new_rows.clear()
         self.past_bound.clear()
+        self.relayed_seen.clear()
         answers = ask_at_once(peers, lambda peer: self._ask(peer, budget))
         stored = {peer.hotkey: self._store_pages(peer, got)
                   for peer, got in zip(peers, answers, strict=True)}
@@ -321,7 +326,9 @@ class PeerSync:
     def _store_relayed(self, peer: Peer, got: _Answers, permitted: set[str]) -> None:
         for pages, nxt in got.relayed:
             for signed in pages:
-                self._one_relayed(peer, signed, permitted)
+                if signed.sha256 not in self.relayed_seen:
+                    self.relayed_seen.add(signed.sha256)
+                    self._one_relayed(peer, signed, permitted)
             if pages and nxt > self.relay_cursors.get(peer.hotkey, 0):
                 self.relay_cursors[peer.hotkey] = nxt
         if got.relay_refused is not None:
@@ -595,6 +602,10 @@ def store_page(session: Session, page: MeasurementsPage, *, now: float | None = 
         old.fetched_at = now
         if kept is not None:
             old.page_id, old.signed_ns = kept.id, signed.signed_ns
+        # the times as signed, with the values above: what that page says of the run
+        # (`_agrees` checks a later page against them); unknown without a signed page
+        old.signed_measured_at = row.measured_at if kept is not None else None
+        old.signed_verified_at = row.verified_at if kept is not None else None
         written += 1
     session.flush()
     if kept is not None:  # pages no stored row comes from any more are not relayed
@@ -643,7 +654,8 @@ def _checked_rows(session: Session, page: MeasurementsPage, signed: Signed | Non
         seen[row.digest] = row
         old = stored.get(row.digest)
         before = None
-        if signed is not None and old is not None and old.page_id is not None:
+        if (signed is not None and old is not None and old.page_id is not None
+                and not _agrees(old, row, signed.signed_ns)):
             before = _signed_row(session, old.page_id, row.digest, earlier)
         proven = before is not None and same_run(before[1], row) and conflicting_pages(
             before, (signed, row))
@@ -672,6 +684,25 @@ def _keep(session: Session, validator: str, signed: Signed, now: float) -> Signe
         session.add(row)
         session.flush()
     return row
+
+
+def _agrees(old: PeerMeasurement, row: MeasurementRow, signed_ns: int) -> bool:
+    """Whether `row` (in a page signed at `signed_ns`) is known, from the stored row alone,
+    not to conflict with the signed row it was stored from: its values and signed times
+    are kept with it, so only a row that may be a proof costs a parse of the stored page.
+    False when unknown (a row stored before the signed times were kept)."""
+    if old.signed_measured_at is None or old.signed_ns is None:
+        return False
+    was = MeasurementRow.model_construct(  # the values as signed, checked when stored
+        bpb=old.bpb, heldout_delta=old.heldout_delta, measured_at=old.signed_measured_at,
+        stream_parts=old.stream_parts, eligible=old.eligible,
+        verified=old.verified_at is not None, verified_at=old.signed_verified_at,
+        scoring_version=old.scoring_version)
+    if not same_run(was, row):
+        return True
+    if old.signed_ns == signed_ns:
+        return not (conflicting(was, row) or conflicting(row, was))
+    return not (conflicting(was, row) if old.signed_ns < signed_ns else conflicting(row, was))
 
 
 def _signed_row(session: Session, page_id: int, digest: str,

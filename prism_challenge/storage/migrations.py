@@ -128,11 +128,21 @@ def _v11_submission_taken_over(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE submissions ADD COLUMN taken_over_at {kind}"))
 
 
+def _v12_peer_signed_times(conn: Connection) -> None:
+    """Peers' measurements keep the scoring and verification times their page signed, so a
+    later page of that validator is checked against the row without parsing the page."""
+    have = {c["name"] for c in inspect(conn).get_columns("peer_measurements")}
+    kind = Float().compile(dialect=conn.dialect)
+    for name in ("signed_measured_at", "signed_verified_at"):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE peer_measurements ADD COLUMN {name} {kind}"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_initial, _v2_verifications, _v3_submission_uid, _v4_registry_journal,
     _v5_peer_measurements, _v6_verification_plan, _v7_relay_and_equivocations,
     _v8_record_steps, _v9_peer_stream_parts, _v10_competition_keys,
-    _v11_submission_taken_over,
+    _v11_submission_taken_over, _v12_peer_signed_times,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -275,6 +275,12 @@ class PeerMeasurement(Base):
     signed_ns: Mapped[int | None] = mapped_column(BigInteger)
     # the run's bpb over equal stretches of the stream, as that validator served it
     stream_parts: Mapped[list[float] | None] = mapped_column(JSON)
+    # the scoring and verification times as signed in that page (`measured_at` and
+    # `verified_at` are bounded by this validator's clock): with the values above, what the
+    # page says of the run, so a later page is checked against it without parsing the page
+    # (None for rows stored before they were kept: the page is parsed then)
+    signed_measured_at: Mapped[float | None] = mapped_column(Float)
+    signed_verified_at: Mapped[float | None] = mapped_column(Float)
 
 
 class AgreementPeer(Base):

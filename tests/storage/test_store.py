@@ -123,7 +123,7 @@ def test_an_older_store_is_brought_forward_keeping_its_rows(store_url):
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 11
+        assert s.scalar(text("select version from schema_version")) == LATEST == 12
         row = s.scalars(select(Submission)).one()
         assert (row.block, row.uid, row.taken_over_at) == (7, None, None)
         assert s.scalar(text("select count(*) from verifications")) == 0
@@ -217,7 +217,7 @@ def test_a_v5_store_gains_signed_pages_and_equivocations_and_keeps_its_peer_rows
     store.close()
     store = Store(store_url)
     with store.session() as s:
-        assert s.scalar(text("select version from schema_version")) == LATEST == 11
+        assert s.scalar(text("select version from schema_version")) == LATEST == 12
         row = s.scalars(select(PeerMeasurement)).one()
         assert (row.bpb, row.page_id, row.signed_ns, row.stream_parts) == (
             0.99, None, None, None)
@@ -280,7 +280,7 @@ def test_a_v10_store_gains_the_take_over_time_and_a_new_committer_moves_it(store
     store = Store(store_url)
     try:
         with store.session() as s:
-            assert s.scalar(text("select version from schema_version")) == LATEST == 11
+            assert s.scalar(text("select version from schema_version")) == LATEST == 12
             row = s.scalars(select(Submission)).one()
             assert (row.hotkey, row.block, row.taken_over_at) == ("copier", 9, None)
             row.status, row.reason, row.updated_at = "failed", "late", 2.0
@@ -297,5 +297,39 @@ def test_a_v10_store_gains_the_take_over_time_and_a_new_committer_moves_it(store
             s.scalars(select(Submission)).one().block = 4  # the block alone changes the row too
         with store.session() as s:
             assert s.scalars(select(Submission)).one().taken_over_at > taken
+    finally:
+        store.close()
+
+
+def test_a_v11_store_gains_the_signed_times_of_peer_rows_and_keeps_its_rows(store_url):
+    """v12: a peer's measurement keeps the scoring and verification times its page signed
+    (checked against a later page without parsing the page); a row stored before has none
+    (its page is parsed then) and keeps every value."""
+    from prism_challenge.storage.tables import PeerMeasurement
+
+    store = Store(store_url)
+    with store.session() as s:
+        s.add(PeerMeasurement(validator="v", digest="d" * 64, miner_hotkey="m", bpb=0.5,
+                              heldout_delta=0.0, eligible=True, measured_at=10.0,
+                              corpus="demo", scoring_version="1.0.0", fetched_at=11.0,
+                              page_id=3, signed_ns=12))
+    with store.engine.begin() as conn:
+        for column in ("signed_measured_at", "signed_verified_at"):
+            conn.execute(text(f"alter table peer_measurements drop column {column}"))
+        conn.execute(text("update schema_version set version = 11"))
+    store.close()
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("select version from schema_version")).scalar() == 12
+    assert LATEST == 12
+    try:
+        with store.session() as s:
+            row = s.scalars(select(PeerMeasurement)).one()
+            assert (row.bpb, row.measured_at, row.page_id, row.signed_ns) == (0.5, 10.0, 3, 12)
+            assert (row.signed_measured_at, row.signed_verified_at) == (None, None)
+            row.signed_measured_at, row.signed_verified_at = 1e9 + 0.125, 1e9 + 0.25
+        with store.session() as s:
+            row = s.scalars(select(PeerMeasurement)).one()
+            assert (row.signed_measured_at, row.signed_verified_at) == (1e9 + 0.125, 1e9 + 0.25)
     finally:
         store.close()
