@@ -12,7 +12,8 @@ A run without a quorum yet is left out.
 The competition key ranked on (`Ranked.corpus`) is the one this validator scores under now:
 that of its own latest score, or, before its first score, the key the most counted stake
 measures under; while no run of that key has a quorum yet, the most recent of its own keys
-that has one (a new data version its peers have not measured yet keeps the old leader paid). Peers' measurement times never choose it: a peer publishing a run of an old
+that has one (a new data version its peers have not measured yet keeps the old leader
+paid). Peers' measurement times never choose it: a peer publishing a run of an old
 key late, however recent its `measured_at`, cannot move the weights onto that key.
 """
 
