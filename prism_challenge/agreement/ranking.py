@@ -11,7 +11,9 @@ A run without a quorum yet is left out.
 
 The competition key ranked on (`Ranked.corpus`) is the one this validator scores under now:
 that of its own latest score, or, before its first score, the key the most counted stake
-measures under. Peers' measurement times never choose it: a peer publishing a run of an old
+measures under; while no run of that key has a quorum yet, the most recent of its own keys
+that has one (a new data version its peers have not measured yet keeps the old leader
+paid). Peers' measurement times never choose it: a peer publishing a run of an old
 key late, however recent its `measured_at`, cannot move the weights onto that key.
 """
 
@@ -91,11 +93,26 @@ def ranked_entries(session: Session, settings: Settings, own_hotkey: str | None,
                            settle_s=cfg.settle_s, permitted=permitted)
         if ranked is not None:
             out.append(ranked)
+    corpus = _key_with_a_quorum(corpus, own, out)
     proven = f"; {len(banned)} excluded for equivocating" if banned else ""
     return Ranked(out, True, f"stake-weighted median over {len(stakes)} validators "
                   f"(stake {reached:g} of {permitted:g} permitted); {len(out)} of {len(own)} runs "
                   f"scored here or by peers have a quorum{proven}",
                   electorate=(len(stakes), reached / permitted), corpus=corpus)
+
+
+def _key_with_a_quorum(key: str | None, own: list[Entry], ranked: list[Entry]) -> str | None:
+    """`key` once a run of it has a quorum. Until then (this validator moved to a new data
+    version or budget before its peers' measurements of it reached a quorum) the most
+    recently scored of its own keys that has one, so the leader there is still paid rather
+    than the share burnt. Only this validator's own score times choose among its keys."""
+    held = {e.corpus for e in ranked}
+    if key is None or key in held:
+        return key
+    for entry in sorted(own, key=lambda e: (e.scored_at, e.submission_id), reverse=True):
+        if entry.corpus in held:
+            return entry.corpus
+    return key
 
 
 def electorate_stakes(session: Session, own_hotkey: str, *, now: float, stale_s: float
