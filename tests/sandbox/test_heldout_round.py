@@ -87,13 +87,14 @@ def test_freed_memory_carries_nothing_between_tasks_with_the_deterministic_mode_
     assert learner.eval.val_bpb_trained == honest.eval.val_bpb_trained
 
 
-def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tmp_path):
+def test_a_model_that_pools_the_rows_of_its_batch_is_not_eligible(runner, tiny_run, tmp_path):
     """Pooling what the cut rows of one held-out forward hold lowers the held-out bpb (2.41
     against the honest 2.55 here, and the delta by 0.15) with nothing to carry between
     tasks. The recheck answers a block of rows again, each at another cut than its
     neighbours: an honest model's answers are exactly the same, the pooler's are not."""
-    honest, pooler = (runner.run(files, digest_of(files), tmp_path / name)
-                      for name, files in (("a", bundle("tiny")), ("b", bundle("heldout_pooler"))))
+    honest = tiny_run[1]  # the session's run of the tiny bundle, on the same runner
+    files = bundle("heldout_pooler")
+    pooler = runner.run(files, digest_of(files), tmp_path / "b")
     assert honest.eval.probe_trained.rows_apart == 0.0
     assert honest.eval.probe_twin.rows_apart == 0.0
     assert score_record(honest, runner.settings.scoring).eligible

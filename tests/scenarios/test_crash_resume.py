@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_kit import prism_in_process
 from validator_kit import ROOT, TINY, wait_for
 
 from prism_challenge.validator.demo import free_port, make_wallets
@@ -62,9 +63,8 @@ def test_sigkill_while_training_then_restart_scores_exactly_once(tiny_config, tm
     log = tmp_path / "validator.log"
     first = _start(config, log)
     wait_for(lambda: _health(url), 120, "the API")
-    sub = subprocess.run([*CLI, "submit", str(slow), "--url", url, "--wallet.name", "miner",
-                          "--wallet.path", str(tmp_path / "wallets"), "--config", str(config)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    sub = prism_in_process("submit", str(slow), "--url", url, "--wallet.name", "miner",
+                           "--wallet.path", str(tmp_path / "wallets"), "--config", str(config))
     assert sub.returncode == 0, sub.stderr
     sid = int(sub.stdout.split("submission ")[1].split()[0])
     wait_for(lambda: _status(url, sid) == "running", 120, "running")

@@ -16,6 +16,7 @@ import bittensor
 import httpx
 import pytest
 import yaml
+from cli_kit import prism_in_process
 from validator_kit import ROOT, TINY, wait_for
 
 from prism_challenge.bundle import Bundle
@@ -87,10 +88,10 @@ def test_two_validators_agree_on_commitments_and_precedence(tiny_config, tmp_pat
                                       stderr=subprocess.STDOUT))
     ledger = LocalLedger(Path(base["chain"]["local_ledger"]))
 
-    def prism_submit(bundle: Path, wallet: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*CLI, "submit", str(bundle), "--wallet", wallet,
-                               "--wallet-path", str(wallets_dir), "--config", str(configs[0])],
-                              capture_output=True, text=True, timeout=180, cwd=ROOT)
+    def prism_submit(bundle: Path, wallet: str):
+        # in the test's process (tests/cli_kit.py): the validators are the processes here
+        return prism_in_process("submit", str(bundle), "--wallet", wallet, "--wallet-path",
+                                str(wallets_dir), "--config", str(configs[0]))
 
     try:
         for url in urls:
