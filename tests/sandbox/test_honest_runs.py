@@ -35,7 +35,8 @@ def test_baseline_end_to_end_then_identical_rerun(runner, tmp_path):
     assert first.axes.batch_size == 16 and first.axes.layer_count == 2
     assert first.eval.val_bpb_trained < first.eval.val_bpb_twin
     assert first.eval.probe_trained.ok and first.eval.probe_twin.ok
-    assert first.eval.val_tokens == 384 and first.eval.val_bytes > 0
+    assert first.eval.val_tokens == runner.settings.scoring.heldout_positions == 256
+    assert first.eval.val_bytes > 0
     assert cols.offset_row.tolist() == list(range(0, BATCH * STEPS, 16))
     # kept losses: each position with the same chance, capped for a tiny budget
     assert first.keep_rate == 0.02
