@@ -4,7 +4,7 @@ child into each sandbox bubblewrap builds, so no sandbox pays `import torch` aga
 The prewarmed process is started with the sandbox's own environment less the run's values
 (`start_env`: a process's `/proc/self/environ` keeps what it was started with, and
 `PYTHONHASHSEED` and `PYTHONUNBUFFERED` are read only then), runs nothing but the program
-below (stdlib, torch, on a CPU build of torch also `torch._dynamo`, which every optimizer's
+below (stdlib, torch, and `torch._dynamo`, which every optimizer's
 first construction imports, and `enter.py`'s source: no module of PRISM's is imported, so
 none shadows the harness's files in the sandbox) and never runs a sandbox's program itself. On
 each request it forks; the fork, not the prewarmed process, receives the run's request, so no
@@ -35,12 +35,10 @@ from prism_challenge.isolation.spec import minimal_env
 _LOOP = r'''
 import contextlib, json, os, resource, runpy, signal, socket, sys, tempfile, traceback
 import numpy, torch  # noqa: F401 - the point of this process
-if torch.version.cuda is None and torch.version.hip is None:
-    # what the first optimizer's constructor imports (torch._disable_dynamo): seconds of a
-    # run's training time otherwise. Not yet on GPU builds, where it also imports triton,
-    # which is not shown to leave a fork's CUDA usable (tests/gpu/test_prewarm_dynamo_cuda.py
-    # checks exactly that on a GPU host).
-    import torch._dynamo  # noqa: F401
+# what the first optimizer's constructor imports (torch._disable_dynamo): seconds of a run's
+# start-up otherwise. On CUDA builds it imports triton too and leaves CUDA unstarted, so the
+# forks still use the GPU (tests/gpu/test_prewarm_dynamo_cuda.py; passed on an H100).
+import torch._dynamo  # noqa: F401
 
 def _run(request, out_fd):
     os.dup2(os.open("/dev/null", os.O_RDONLY), 0)

@@ -312,6 +312,7 @@ class Feeder:
                     "token_budget": p.token_budget,
                     "max_step_rows": self.order.max_step_rows // p.world_size}, b""
         if op == "ready":
+            self._check_cudnn(rank, header)
             with self._lock:
                 if self.state.ready_at is None:
                     self.state.ready_at = time.monotonic()
@@ -352,6 +353,11 @@ class Feeder:
                 return
             seen = header.get("cuda_devices", 0)
             self.state.cuda_seen[rank] = seen if isinstance(seen, int) else 0
+        early = header.get("cuda_started")
+        if early:
+            raise FeederFailure(f"CUDA was started in rank {rank} before any of the miner's "
+                                f"code ran ({str(early)[:300]}): the framework's or the "
+                                "environment's doing, not the miner's")
         if self.plan.gpus and not self.state.cuda_seen[rank]:
             raise FeederFailure(f"the sandbox was given {self.plan.gpus} GPU(s) but CUDA is not "
                                 f"usable inside it (rank {rank} sees no device): a host or "
@@ -359,12 +365,29 @@ class Feeder:
 
     def _check_stack(self, rank: int, header: dict) -> None:
         """Rank 0's first hello says what software the run computes with (before any miner
-        code runs). A replay whose software differs from the original's stops here: its
-        losses could not judge the original, and it is reported as not comparable."""
+        code runs); a replay on other software stops here."""
         with self._lock:
             if rank != 0 or self.state.stack is not None:
                 return
             self.state.stack = software_from_hello(header.get("stack")) or Stack()
+        self._compare_with_original()
+
+    def _check_cudnn(self, rank: int, header: dict) -> None:
+        """cuDNN's version arrives with rank 0's ready, read once the harness has started
+        CUDA (reading it starts CUDA, which the build must find unstarted): the stack is
+        completed, and a replay on another cuDNN is not comparable from here."""
+        version = header.get("cudnn")
+        if rank != 0 or not isinstance(version, int) or isinstance(version, bool):
+            return
+        with self._lock:
+            if self.state.stack is None or self.state.stack.cudnn is not None:
+                return
+            self.state.stack = self.state.stack.model_copy(update={"cudnn": version})
+        self._compare_with_original()
+
+    def _compare_with_original(self) -> None:
+        """A replay whose software differs from the original's stops: its losses could not
+        judge the original, and it is reported as not comparable."""
         if self.replay is None:
             return
         why = not_comparable(self.replay.stack, self.state.stack, SOFTWARE)

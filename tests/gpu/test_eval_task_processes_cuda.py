@@ -61,6 +61,7 @@ def test_a_build_that_starts_cuda_is_the_miners_error_before_training(runner, tm
     said = f"{record.exit_reason} {record.exit_detail}"
     assert record.exit_reason == "contract", said
     assert "used CUDA while its model was built" in said, said
+    assert "(CUDA was started at architecture.py:" in said, said  # the line that did it
     asked = _run(runner, _files(b"\nimport torch as _t\nASKED = _t.cuda.is_available()\n"),
                  tmp_path / "d")
     assert asked.exit_reason == "ok" and asked.eval.val_tokens > 0, asked.eval

@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from prism_challenge.sandbox import protocol
+from prism_challenge.sandbox.harness import cuda_start
 from prism_challenge.sandbox.harness.buffers import buffers_kept
 from prism_challenge.sandbox.harness.loading import CUDA_IN_BUILD, ContractError
 from prism_challenge.sandbox.harness.quick_exit import exit_now
@@ -190,6 +191,7 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
 
     from prism_challenge.sandbox.harness.seeding import make_deterministic
 
+    cuda_start.watch()  # a build that starts CUDA is told the line that did it
     make_deterministic(cfg["seed"], 1)  # one thread here: see task_process.py
     import torch
 
@@ -219,6 +221,8 @@ def _fork(sock, models: _Models, strict: bool):
     import torch
 
     refusal = fork_refusal() or (CUDA_IN_BUILD if torch.cuda.is_initialized() else None)
+    if refusal == CUDA_IN_BUILD and cuda_start.where():
+        refusal += f" (CUDA was started at {cuda_start.where()})"
     if refusal is not None:  # checked before every fork: nothing after it can slip by
         raise ContractError(refusal)
     clock = WorkClock()

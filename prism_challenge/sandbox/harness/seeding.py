@@ -98,8 +98,17 @@ def software_stack() -> dict:
     import torch
 
     cuda = torch.version.cuda if torch.cuda.is_available() else None
-    return {"torch": torch.__version__, "cuda": cuda,
-            "cudnn": torch.backends.cudnn.version() if cuda else None,
+    # cuDNN's version comes with the ready (`cudnn_version`): reading it starts CUDA, which
+    # the miner's build must find unstarted
+    return {"torch": torch.__version__, "cuda": cuda, "cudnn": None,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "start": os.environ.get("PRISM_START", "cold")}
+
+
+def cudnn_version() -> int | None:
+    """cuDNN's version once this process has started CUDA (the harness has moved the model
+    to the GPU); None on the CPU."""
+    import torch
+
+    return torch.backends.cudnn.version() if torch.cuda.is_initialized() else None

@@ -45,15 +45,20 @@ def main() -> int:
     scratch = Path(_env("PRISM_SCRATCH"))
     seed = int(_env("PRISM_SEED"))
 
-    from prism_challenge.sandbox.harness.seeding import make_deterministic, software_stack
+    from prism_challenge.sandbox.harness import cuda_start
+    from prism_challenge.sandbox.harness.seeding import (
+        cudnn_version,
+        make_deterministic,
+        software_stack,
+    )
 
+    cuda_start.watch()  # a CUDA start from here on is named by its line (see below)
     make_deterministic(seed, int(os.environ.get("PRISM_THREADS", "1")))
 
     # torch, and torch._dynamo: what the first torch.optim optimizer imports
     # (torch._disable_dynamo), seconds of CPU, triton too on GPU builds. Imported here,
     # before the hello, so it is never charged to the miner's training time and a failure
-    # is the environment's (infra); the prewarmed interpreter has already imported it on CPU
-    # builds of torch.
+    # is the environment's (infra); the prewarmed interpreter has already imported it.
     import torch
     import torch._dynamo  # noqa: F401
 
@@ -76,9 +81,12 @@ def main() -> int:
     # What this process sees of CUDA, reported before any of the miner's code is imported:
     # assigned GPUs that are not usable here are the host's fault (infra), never a CPU run.
     cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    stack = software_stack()
+    # CUDA started before the miner's code: the framework's or the environment's doing (infra)
+    early = (cuda_start.where() or "unknown") if cuda_start.started() else ""
     challenge = channel.request("hello", {"world_size": world_size,
                                           "cuda_devices": cuda_devices,
-                                          "stack": software_stack()})
+                                          "cuda_started": early, "stack": stack})
     clock.mark("hello")
     vocab, seq_len, sep = challenge["vocab_size"], challenge["seq_len"], challenge["separator_id"]
     out_dir = scratch / "out"
@@ -93,8 +101,9 @@ def main() -> int:
         clock.mark("import_architecture")
         model = build_model(architecture, vocab_size=vocab, seq_len=seq_len,
                             max_params=challenge["param_cap"], seed=seed)
-        if torch.cuda.is_initialized():  # refused here, before training, not at the eval
-            raise ContractError(CUDA_IN_BUILD)
+        if cuda_start.started():  # refused here, before training, not at the eval
+            raise ContractError(f"{CUDA_IN_BUILD} (CUDA was started at "
+                                f"{cuda_start.where(str(submission)) or 'an unseen line'})")
         observed.update(param_count=count_params(model), state_count=count_state(model),
                         layer_count=axes.layer_count(model),
                         module_census=axes.module_census(model))
@@ -119,7 +128,8 @@ def main() -> int:
         if not callable(train):
             raise ContractError("training.py must define train(ctx)")
         state_watch = StateWatch(model, architecture)  # the state contract, told in the record
-        ready = channel.request("ready", {"param_count": observed["param_count"]})
+        ready = channel.request("ready", {"param_count": observed["param_count"],
+                                          "cudnn": cudnn_version()})
         clock.mark("ready")
         clock.write(scratch / f"startup_rank{rank}.json")
         ctx = TrainContext(
