@@ -197,6 +197,10 @@ class SandboxSettings(Section):
     startup_grace_s: float = Field(120.0, gt=0)
     save_grace_s: float = Field(60.0, gt=0)
     eval_time_s: float = Field(300.0, gt=0)
+    # GPU hosts: held-out task processes preparing ahead (each makes its own CUDA context),
+    # and whether they load the common kernels while they wait (docs/sandbox.md)
+    eval_gpu_spares: int = Field(3, ge=1, le=32)
+    eval_gpu_warmup: bool = True
     cpu_threads: int = Field(2, ge=1)
     # bubblewrap: start each sandbox's program as a fork of one interpreter that imported
     # torch once (docs/sandbox.md, "The prewarmed interpreter"); false starts every one cold

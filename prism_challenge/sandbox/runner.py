@@ -390,7 +390,9 @@ class Runner:
               cancel: threading.Event, *, phase: str = HELDOUT, positions: int | None = None,
               early: EarlyEval | None = None) -> tuple[EvalServer, SandboxResult]:
         c = self.settings.challenge
-        hello = {"seed": c.seed, "threads": self.settings.sandbox.cpu_threads,
+        sb = self.settings.sandbox
+        hello = {"seed": c.seed, "threads": sb.cpu_threads, "gpu_spares": sb.eval_gpu_spares,
+                 "gpu_warmup": sb.eval_gpu_warmup,
                  "separator_id": self.separator_id, "vocab_size": self.vocab_size,
                  "seq_len": c.seq_len, "param_cap": c.param_cap, "precision": precision,
                  # the held-out build is made once, before any task (a replay's eval has none)

@@ -65,3 +65,25 @@ def test_a_build_that_starts_cuda_is_the_miners_error_before_training(runner, tm
     asked = _run(runner, _files(b"\nimport torch as _t\nASKED = _t.cuda.is_available()\n"),
                  tmp_path / "d")
     assert asked.exit_reason == "ok" and asked.eval.val_tokens > 0, asked.eval
+
+
+def test_the_kernel_warm_up_changes_no_held_out_figure(runner, tmp_path):
+    """The spares' warm-up (`sandbox.eval_gpu_warmup`) loads kernels on constant inputs: the
+    held-out figures of the same weights are identical with it on and off, at any spares."""
+    from prism_challenge.sandbox.heldout_round import HeldOutRound
+
+    files = _files()
+    run = _run(runner, files, tmp_path / "w")
+    assert run.exit_reason == "ok", run.exit_detail
+    weights = tmp_path / "w" / "eval_inputs" / "final.pt"
+    figures = []
+    for spares, warm in ((3, False), (3, True), (6, True)):
+        sandbox = runner.settings.sandbox.model_copy(update={"eval_gpu_spares": spares,
+                                                             "eval_gpu_warmup": warm})
+        on = Runner(runner.settings.model_copy(update={"sandbox": sandbox}), runner.backend,
+                    runner.train, runner.val)
+        (result,) = on.evaluate_weights(files, weights, tmp_path / f"e{spares}{warm}",
+                                        [HeldOutRound("warm", b"\x02" * 32)], "fp32")
+        assert result.exit_reason == "ok", result.detail
+        figures.append((result.val_bpb_trained, result.val_bpb_twin))
+    assert figures[0] == figures[1] == figures[2], figures

@@ -25,8 +25,10 @@ import io
 import os
 import re
 import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -42,14 +44,25 @@ OWN_PROCESS = {
 }
 
 
-def _smoke(script: str, *args: str) -> str:
+@pytest.fixture
+def smoke_tmp():
+    """A folder for what a smoke makes with `tempfile`, removed after it: short, since the
+    runs' sockets live under it (a socket's path is at most 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="prism-smoke-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _smoke(script: str, *args: str, tmp: Path) -> str:
+    """The script's output; the folders it makes with `tempfile` go under `tmp`."""
     if script in OWN_PROCESS:
         done = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *args],
-                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+                              capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env={**os.environ, "TMPDIR": str(tmp)})
         assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
         return done.stdout
     out = io.StringIO()
-    with _process_state_kept(), contextlib.redirect_stdout(out):
+    with _process_state_kept(tmp), contextlib.redirect_stdout(out):
         os.chdir(ROOT)
         sys.path.insert(0, str(BENCH))  # what `python benchmarks/SCRIPT` puts first
         sys.argv = [str(BENCH / script), "--smoke", *args]
@@ -62,11 +75,14 @@ def _smoke(script: str, *args: str) -> str:
 
 
 @contextlib.contextmanager
-def _process_state_kept():
-    """Puts back what a benchmark's main may change in the process that ran it."""
+def _process_state_kept(tmp: Path):
+    """Puts back what a benchmark's main may change in the process that ran it; `tempfile`
+    makes its folders under `tmp` meanwhile."""
     import torch
 
     env, cwd, path, argv = dict(os.environ), os.getcwd(), list(sys.path), list(sys.argv)
+    temp, tempfile.tempdir = tempfile.tempdir, str(tmp)
+    os.environ["TMPDIR"] = str(tmp)  # and the processes it starts
     threads, rng = torch.get_num_threads(), torch.random.get_rng_state()
     mode = (torch.are_deterministic_algorithms_enabled(),
             torch.is_deterministic_algorithms_warn_only_enabled())
@@ -74,6 +90,7 @@ def _process_state_kept():
     try:
         yield
     finally:
+        tempfile.tempdir = temp
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
@@ -91,8 +108,9 @@ def _last(out: str, pattern: str) -> tuple[str, ...]:
     return found.groups()
 
 
-def test_compressor_benchmark_compares_the_runs_own_bytes(prepared_data):
-    out = _smoke("baseline_vs_compressors.py", "--data-root", str(prepared_data))
+def test_compressor_benchmark_compares_the_runs_own_bytes(prepared_data, smoke_tmp):
+    out = _smoke("baseline_vs_compressors.py", "--data-root", str(prepared_data),
+                 tmp=smoke_tmp)
     line = next(x for x in out.splitlines() if x.startswith("the run's bytes:"))
     assert int(line.rsplit("=", 1)[1].split()[0].replace(",", "")) > 10_000
     rates = {x.split()[0]: float(x.split()[-2]) for x in out.splitlines()
@@ -233,6 +251,16 @@ def _gpu_host(out: str) -> None:
     assert where == "this CPU" or "GPU" in where
 
 
+def _eval_speed(out: str) -> None:
+    count, where = _last(out, r"eval_speed: (\d+) evaluation\(s\) on (.+), held-out figures "
+                              r"identical")
+    assert int(count) >= 1 and (where == "this CPU" or "GPU" in where)
+    # a fresh task process's phases, warm-up off and on, each with the first forward's extra
+    fresh = re.findall(r"fresh process on \w+, warm-up (on |off) .*first forward ([\d.]+) ms, "
+                       r"second forward ([\d.]+) ms", out)
+    assert [m[0] for m in fresh] == ["off", "on "] and all(float(m[1]) > 0 for m in fresh)
+
+
 def _soak(out: str) -> None:
     accepted, once, lost, double, errors, rss, kills = _last(
         out, r"soak: accepted (\d+), scored once (\d+), lost (\d+), double (\d+), 5xx "
@@ -271,6 +299,7 @@ SMOKES = {
     "cluster_overhead.py": (("--data", DATA), _cluster_overhead),
     "early_stop.py": (("--data", DATA), _early_stop),
     "gpu_host.py": (("--data", DATA), _gpu_host),
+    "eval_speed.py": (("--data", DATA, "--forks", "2"), _eval_speed),
     "soak.py": (("--data", DATA), _soak),
     "verification_cost.py": (("--data", DATA), _verification_cost),
 }
@@ -286,14 +315,14 @@ NOT_YET: dict[str, str] = {}
 
 @pytest.mark.timeout(900)  # the smokes that train in the sandbox: minutes when loaded
 @pytest.mark.parametrize("script", sorted(SMOKES) + sorted(NOT_YET))
-def test_benchmark_smoke_mode_holds(script, request):
+def test_benchmark_smoke_mode_holds(script, request, smoke_tmp):
     if script in NOT_YET:
         pytest.skip(NOT_YET[script])
     args, check = SMOKES[script]
     if DATA in args:
         data = str(request.getfixturevalue("prepared_data"))
         args = tuple(data if a is DATA else a for a in args)
-    check(_smoke(script, *args))
+    check(_smoke(script, *args, tmp=smoke_tmp))
 
 
 def test_every_benchmark_is_smoked():

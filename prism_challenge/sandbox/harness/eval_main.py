@@ -111,8 +111,9 @@ class _Models:
 
     def prepare(self) -> None:
         """In a task process before its task: the run's threads, the device's context, the
-        build and the final weights onto the device. The harness's own code only (the AST
-        policy keeps the miner's classes from overriding nn.Module's moving methods)."""
+        build and the final weights onto the device, and on a GPU the kernels most forwards
+        launch (warm_kernels.py). The harness's own code only (the AST policy keeps the
+        miner's classes from overriding nn.Module's moving methods)."""
         import torch
 
         torch.set_num_threads(self.cfg["threads"])
@@ -122,6 +123,12 @@ class _Models:
             self.pristine.to(self.device)
         if self.final is not None and self.device.type != "cpu":  # the copy off the task's path
             self.final = {k: v.to(self.device) for k, v in self.final.items()}
+        if self.device.type == "cuda" and self.cfg.get("gpu_warmup", True):
+            from prism_challenge.sandbox.harness.warm_kernels import warm_kernels
+
+            precision = self.cfg.get("precision", "fp32")
+            warm_kernels(self.device, getattr(torch, precision) if precision != "fp32" else None,
+                         self.cfg["seq_len"], self.cfg["vocab_size"])
 
     def _build(self):
         from prism_challenge.sandbox.harness.loading import build_model
@@ -209,7 +216,8 @@ def _answer(sock, cfg: dict, submission: Path, inputs: Path, clock: WorkClock) -
     gc.collect()
     gc.freeze()
     # a GPU's context takes longer to make than a task's forward: several are made ahead
-    spares = GPU_SPARES if os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "-1") else 1
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "-1")
+    spares = int(cfg.get("gpu_spares", GPU_SPARES)) if gpu else 1
     done, reports = run_task_processes(lambda: _fork(sock, models, strict), spares)
     for report in reports:  # parsed only now: see task_process._wait
         clock.add(read_report(report))
