@@ -17,7 +17,7 @@ makes its own CUDA context, whose first kernel launches are slow. Two measuremen
    (a warm-up that changed a figure stops the script).
 
     python benchmarks/eval_speed.py --data prism-data/data [--bundle examples/baseline]
-        [--seq-len 128] [--steps 40] [--variants "3:cold 3:warm 6:warm"] [--forks 6]
+        [--seq-len 128] [--steps 40] [--variants "3:cold 3:warm 8:warm"] [--forks 6]
     python benchmarks/eval_speed.py --smoke   # the CPU path at the smallest size
 
 Without a GPU the variants are the same evaluation (one task process prepares ahead, no
@@ -139,7 +139,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--data", type=Path, default=None,
                     help="a prepared data folder (e.g. prism-data/data); default: synthetic")
-    ap.add_argument("--variants", default="3:cold 3:warm 6:warm",
+    ap.add_argument("--variants", default="3:cold 3:warm 8:warm",
                     help="SPARES:warm|cold, space-separated (GPU only)")
     ap.add_argument("--forks", type=int, default=6, help="fresh processes per warm-up mode")
     ap.add_argument("--smoke", action="store_true", help="8 steps of 16x32")
