@@ -642,6 +642,10 @@ class Feeder:
             thread.join(timeout=2)
         with self._lock:
             self._settle()
+            partial = [s for s in self.state.served.values()
+                       if s.snapshot_received and s.snapshot is None]
+        for s in partial:  # a rank that stopped mid-snapshot: never handed to the eval
+            (self.snapshot_dir / f"step_{s.step:08d}_rank{s.rank}.pt").unlink(missing_ok=True)
 
     def reported(self) -> list[Served]:
         """Batches whose losses reached the feeder, in stream order."""

@@ -258,3 +258,29 @@ def test_snapshots_past_the_runs_bound_are_refused_before_they_are_read(
         assert feeder.state.served[(0, 0)].snapshot is None
     finally:
         feeder.close()
+
+
+def test_a_snapshot_cut_off_mid_stream_is_removed_when_the_run_ends(prepared_data, tmp_path):
+    """A rank that stopped between two frames (crashed, killed) leaves part of a snapshot in
+    the host folder: it was never handed to the eval, and the feeder removes it at the end;
+    an ended snapshot stays for the eval."""
+    feeder = _snapshot_feeder(prepared_data, tmp_path, 1 << 20)
+    host = tmp_path / "host"
+    try:
+        s = _client(feeder)
+        protocol.send(s, {"op": "ready", "rank": 0})
+        protocol.recv(s)
+        for step in (0, 1):
+            protocol.send(s, {"op": "next", "rank": 0, "step": step, "rows": 4})
+            protocol.recv(s)
+            protocol.send(s, {"op": "snapshot", "rank": 0, "step": step, "end": step == 0},
+                          b"frame")
+        protocol.send(s, {"op": "ready", "rank": 0})  # a round trip: the frames are in
+        protocol.recv(s)
+        assert sorted(p.name for p in host.iterdir()) == ["step_00000000_rank0.pt",
+                                                           "step_00000001_rank0.pt"]
+        s.close()
+    finally:
+        feeder.close()
+    assert [p.name for p in host.iterdir()] == ["step_00000000_rank0.pt"]
+    assert feeder.state.served[(0, 0)].snapshot == host / "step_00000000_rank0.pt"
