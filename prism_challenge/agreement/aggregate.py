@@ -28,7 +28,8 @@ a split heals as soon as they do (no decision is remembered between epochs).
   (each pass counts once settled too).
 - The entry keeps its own `scored_at` (when this validator scored it; 0 for a run only peers
   measured): peers' `measured_at` never makes a run the "most recent score", which would let
-  one peer publishing an old key's run late choose the key weights are set on.
+  one peer publishing an old key's run late choose the key weights are set on. The newest
+  counted `measured_at` is shown apart (`Entry.measured_at`), for readers of the standings.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def aggregate(entry: Entry, measurements: Iterable[Measurement], stakes: Mapping
     verified_stake = sum(stakes[m.validator] for m in held
                          if m.verified_at is not None and m.verified_at + settle_s <= now)
     return entry.model_copy(update={
+        "measured_at": max(m.measured_at for m in held),
         "bpb": weighted_median((m.bpb, stakes[m.validator]) for m in held),
         "heldout_delta": weighted_median((m.heldout_delta, stakes[m.validator]) for m in held),
         "stream_parts": median_parts(held, stakes),

@@ -46,7 +46,10 @@ class Entry(_Frozen):
     reason: str | None = None
     corpus: str
     unreviewed: bool = False  # scored without an LLM review (llm.enabled: false)
-    scored_at: float = 0.0
+    scored_at: float = 0.0  # when this validator scored it (0: only peers measured it)
+    # the newest counted measurement of it, by any validator's clock (shown, never ranked on:
+    # `latest_corpus` and the ranking key read `scored_at`); None without the agreement
+    measured_at: float | None = None
     # contender replay: "none" (not asked), "queued", "running", "passed", "failed",
     # "incomparable" (replayed on another stack: unverified here, not failed)
     verification: str = "none"

@@ -259,5 +259,7 @@ def test_a_validator_that_scored_nothing_yet_ranks_what_its_peers_measured(
         ranked = ranked_entries(s, fresh.settings, fresh.hotkey)
     assert ranked.shared and not ranked.no_quorum
     assert {e.hotkey: e.bpb for e in ranked.entries} == {m1: 1.000, m2: 0.994}
+    # scored here never (scored_at 0: it chooses no key), measured by the peers (shown)
+    assert all(e.scored_at == 0 and e.measured_at > 0 for e in ranked.entries)
     plan = plan_of(fresh)
     assert (plan.leader.hotkey, plan.leader.bpb) == (m2, 0.994)
