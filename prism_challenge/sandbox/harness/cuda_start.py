@@ -52,8 +52,3 @@ def where(folder: str | None = None) -> str:
     return " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"
                        for f in reversed(outside[-4:]))
 
-
-def in_folder(folder: str) -> bool:
-    """Whether a frame of `folder` (the miner's bundle) was on the stack that started CUDA."""
-    prefix = folder.rstrip("/") + "/"
-    return any(f.filename.startswith(prefix) for f in _STARTED)

@@ -229,8 +229,9 @@ def _fork(sock, models: _Models, strict: bool):
     import torch
 
     refusal = fork_refusal() or (CUDA_IN_BUILD if torch.cuda.is_initialized() else None)
-    if refusal == CUDA_IN_BUILD and cuda_start.where():
-        refusal += f" (CUDA was started at {cuda_start.where()})"
+    where = cuda_start.where() if refusal == CUDA_IN_BUILD else ""
+    if where:
+        refusal = f"{refusal} (CUDA was started at {where})"
     if refusal is not None:  # checked before every fork: nothing after it can slip by
         raise ContractError(refusal)
     clock = WorkClock()
